@@ -1,0 +1,38 @@
+# Two commands matter: `make demo` and `make test`. Both build .venv when it is missing or
+# older than pyproject.toml / constraints.txt, with the pinned versions from constraints.txt.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: test lint typecheck pytest bench demo lock clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+test: lint typecheck pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check domain shell tests bench
+	$(BIN)/ruff format --check domain shell tests bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy --strict
+
+pytest: $(STAMP)
+	$(BIN)/pytest
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+demo: $(STAMP)
+	$(BIN)/python -m domain.demo
+
+lock: $(STAMP)
+	$(BIN)/python -m pip freeze --exclude-editable | sed '/^-e /d' > constraints.txt
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

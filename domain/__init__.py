@@ -1,0 +1,1 @@
+"""cordstream domain: the pure core (see the package docstring once written)."""

@@ -1,0 +1,190 @@
+"""What a provider adapter hands the machine: processed chunks (SPEC §A).
+
+A provider's raw stream item becomes exactly one `ProcessedChunk` through the adapter's
+`process_chunk`. Every chunk may carry the provider's raw usage object (normalized later by
+`domain.usage.normalize_usage`), provider-level thoughts and the name of the serving provider.
+
+Chunks validate their fields when built, so a broken adapter fails at the line that built the
+bad chunk, with a message naming the field, and the machine can trust what it receives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal, TypeAlias, get_args
+
+ThoughtKind: TypeAlias = Literal["summary", "raw"]
+ErrorKind: TypeAlias = Literal[
+    "api_error",
+    "rate_limit",
+    "content_blocked",
+    "timeout",
+    "provider_overloaded",
+    "model_error",
+    "unknown",
+]
+ERROR_KINDS: frozenset[str] = frozenset(get_args(ErrorKind))
+_EMPTY_ARGUMENTS: Mapping[str, object] = MappingProxyType({})
+
+
+def _require(ok: bool, owner: str, message: str) -> None:
+    if not ok:
+        raise TypeError(f"{owner}: {message}")
+
+
+def _check_common(owner: str, thoughts: object, serving_provider: object) -> None:
+    _require(
+        isinstance(thoughts, tuple) and all(isinstance(t, Thought) for t in thoughts),
+        owner,
+        f"thoughts must be a tuple of Thought, got {thoughts!r:.80}",
+    )
+    _require(
+        serving_provider is None or isinstance(serving_provider, str),
+        owner,
+        f"serving_provider must be str or None, got {type(serving_provider).__name__}",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Thought:
+    """A provider-level reasoning fragment; never sent to the channel (E4)."""
+
+    kind: ThoughtKind
+    content: str
+
+    def __post_init__(self) -> None:
+        _require(self.kind in ("summary", "raw"), "Thought", f"unknown kind {self.kind!r}")
+        _require(isinstance(self.content, str), "Thought", "content must be str")
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionCall:
+    """One tool call the model asked for."""
+
+    name: str
+    arguments: Mapping[str, object] = field(default=_EMPTY_ARGUMENTS, hash=False)
+    id: str | None = None
+
+    def __post_init__(self) -> None:
+        _require(isinstance(self.name, str), "FunctionCall", "name must be str")
+        _require(isinstance(self.arguments, Mapping), "FunctionCall", "arguments must be a mapping")
+        _require(self.id is None or isinstance(self.id, str), "FunctionCall", "id must be str")
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderError:
+    """A failure the provider reported (or the adapter mapped from an SDK exception)."""
+
+    kind: ErrorKind
+    message: str
+    code: str | int | None = None
+    retryable: bool = False
+    user_message: str | None = None
+    original: object = field(default=None, hash=False, compare=False)
+
+    def __post_init__(self) -> None:
+        _require(self.kind in ERROR_KINDS, "ProviderError", f"unknown kind {self.kind!r}")
+        _require(isinstance(self.message, str), "ProviderError", "message must be str")
+        _require(
+            self.code is None or isinstance(self.code, str | int),
+            "ProviderError",
+            "code must be str, int or None",
+        )
+        _require(isinstance(self.retryable, bool), "ProviderError", "retryable must be bool")
+        _require(
+            self.user_message is None or isinstance(self.user_message, str),
+            "ProviderError",
+            "user_message must be str or None",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TextChunk:
+    """Model text. May contain `<think>`/`<details>` markup; the machine strips it (E4, E5)."""
+
+    content: str
+    usage: object = field(default=None, kw_only=True, hash=False)
+    thoughts: tuple[Thought, ...] = field(default=(), kw_only=True)
+    serving_provider: str | None = field(default=None, kw_only=True)
+
+    def __post_init__(self) -> None:
+        _require(
+            isinstance(self.content, str),
+            "TextChunk",
+            f"content must be str, got {type(self.content).__name__}",
+        )
+        _check_common("TextChunk", self.thoughts, self.serving_provider)
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionCallChunk:
+    """The model asked for one call, or several parallel calls (a sequence), or none."""
+
+    call: FunctionCall | Sequence[FunctionCall] | None
+    usage: object = field(default=None, kw_only=True, hash=False)
+    thoughts: tuple[Thought, ...] = field(default=(), kw_only=True)
+    serving_provider: str | None = field(default=None, kw_only=True)
+
+    def __post_init__(self) -> None:
+        call: object = self.call  # checked at run time whatever the annotation says
+        if call is not None and not isinstance(call, FunctionCall):
+            is_sequence = isinstance(call, Sequence) and not isinstance(call, str)
+            calls = tuple(call) if isinstance(call, Sequence) else ()
+            _require(
+                is_sequence and all(isinstance(c, FunctionCall) for c in calls),
+                "FunctionCallChunk",
+                "call must be a FunctionCall, a sequence of them, or None",
+            )
+            object.__setattr__(self, "call", calls)
+        _check_common("FunctionCallChunk", self.thoughts, self.serving_provider)
+
+    @property
+    def calls(self) -> tuple[FunctionCall, ...]:
+        """All calls of this chunk, in the order the model made them."""
+        call = self.call
+        if call is None:
+            return ()
+        if isinstance(call, FunctionCall):
+            return (call,)
+        return tuple(call)
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorChunk:
+    """The provider reported an error in-band; `None` means no error (the chunk is ignored)."""
+
+    error: ProviderError | None
+    usage: object = field(default=None, kw_only=True, hash=False)
+    thoughts: tuple[Thought, ...] = field(default=(), kw_only=True)
+    serving_provider: str | None = field(default=None, kw_only=True)
+
+    def __post_init__(self) -> None:
+        _require(
+            self.error is None or isinstance(self.error, ProviderError),
+            "ErrorChunk",
+            "error must be a ProviderError or None",
+        )
+        _check_common("ErrorChunk", self.thoughts, self.serving_provider)
+
+
+@dataclass(frozen=True, slots=True)
+class DoneChunk:
+    """The provider's finish signal. Text after it is still delivered (B6)."""
+
+    metadata: Mapping[str, object] | None = field(default=None, hash=False)
+    usage: object = field(default=None, kw_only=True, hash=False)
+    thoughts: tuple[Thought, ...] = field(default=(), kw_only=True)
+    serving_provider: str | None = field(default=None, kw_only=True)
+
+    def __post_init__(self) -> None:
+        _require(
+            self.metadata is None or isinstance(self.metadata, Mapping),
+            "DoneChunk",
+            "metadata must be a mapping or None",
+        )
+        _check_common("DoneChunk", self.thoughts, self.serving_provider)
+
+
+ProcessedChunk: TypeAlias = TextChunk | FunctionCallChunk | ErrorChunk | DoneChunk

@@ -1,0 +1,68 @@
+"""What a stream ends in: exactly one `StreamResult` (SPEC §A, B1, B9).
+
+Every result carries what was delivered so far, whatever its status: the text Discord
+accepted, the number of messages, usage, the thought log and the `<details>` content.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, TypeAlias
+
+from domain.chunks import FunctionCall
+from domain.usage import TokenUsage
+
+StreamStatus: TypeAlias = Literal[
+    "completed",
+    "function_call",
+    "error",
+    "timeout",
+    "stopped_by_user",
+    "empty_response",
+    "follow_up_interrupt",
+]
+StopReason: TypeAlias = Literal[
+    "user_request",
+    "system_request",
+    "send_message_limit",
+    "flush_limit",
+    "channel_deleted",
+    "missing_access",
+    "unknown",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ThoughtLog:
+    """The model's reasoning for one stream, never shown in the channel (E4).
+
+    `summary` and `raw` join the provider-level thoughts of that kind in arrival order; `raw`
+    also holds `<think>` blocks captured from the text, each separated by a blank line.
+    """
+
+    summary: str | None
+    raw: str | None
+    serving_provider: str | None
+    first_reply_url: str | None
+    generation_duration_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class StreamResult:
+    """The one outcome of `stream_to_discord`.
+
+    `data` by status: `completed`/`empty_response` → the terminal `DoneChunk` metadata (or
+    None); `function_call` → the first `FunctionCall` (all of them in `function_calls`);
+    `error` → the `ProviderError` or the exception; otherwise None.
+    """
+
+    status: StreamStatus
+    data: object = field(default=None, hash=False)
+    accumulated_text: str = ""
+    details_content: str | None = None
+    stop_reason: StopReason | None = None
+    thought_log: ThoughtLog | None = None
+    usage: TokenUsage | None = None
+    messages_sent: int = 0
+    stop_context: object = field(default=None, hash=False)
+    function_calls: tuple[FunctionCall, ...] = ()

@@ -1,0 +1,1 @@
+"""cordstream shell: the async layer over discord.py (built in the shell issue)."""
