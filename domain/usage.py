@@ -1,14 +1,33 @@
 """Token usage: one normalized shape for every provider's usage report (SPEC D1–D3).
 
+`normalize_usage` reads the shapes of D1 from mappings (parsed JSON) and attribute objects
+(SDK models, `SimpleNamespace`) alike, also nested under `usage`. Per side the first alias
+holding a valid count wins (D2). It is called on every chunk, so `None` and scalars return at
+once, and it never raises: a usage report is advisory, a broken one must not end a stream.
+
 Within one stream the latest valid report wins (providers send running totals; summing them
-double-counts). Across the segments of one tool-loop turn, `sum_turn_usage` adds them up.
+double-counts). Across the segments of one tool-loop turn, `sum_turn_usage` adds them up (D3).
+
+Rules chosen where the SPEC is silent:
+- Anthropic's `cache_read_input_tokens` / `cache_creation_input_tokens` (or camelCase) are
+  billed input that Anthropic's `input_tokens` leaves out, so valid ones are added to the input
+  side. They are not added when the input came from `prompt_tokens`/`promptTokens`/
+  `promptTokenCount`: those totals already include cached tokens (LiteLLM reports both).
+- Gemini's Python SDK spells its fields in snake_case (`prompt_token_count`,
+  `candidates_token_count`, `thoughts_token_count`) and nests them under `usage_metadata`
+  (`usageMetadata` in its JSON); both spellings and containers are accepted like `usage`.
+- A count above 2**53 - 1 (the largest integer a JSON producer in JavaScript reports exactly)
+  is corrupt and invalid, like a negative one. This also keeps every sum within 64 bits.
+- Nesting is followed at most `_MAX_DEPTH` levels, so a cyclic `usage` chain ends.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
+
+from returns.maybe import Maybe, Nothing, Some
 
 if TYPE_CHECKING:
     from domain.results import StreamResult
@@ -22,16 +41,117 @@ class TokenUsage:
     output_tokens: int
 
 
+_MAX_COUNT: Final = 2**53 - 1
+_MAX_DEPTH: Final = 4
+_NESTED: Final = ("usage", "usageMetadata", "usage_metadata")
+# (name, already includes cached tokens); in D1 order.
+_INPUT: Final = (
+    ("prompt_tokens", True),
+    ("promptTokens", True),
+    ("input_tokens", False),
+    ("inputTokens", False),
+    ("promptTokenCount", True),
+    ("prompt_token_count", True),
+)
+# Each alias is a group of names whose valid counts add up (Gemini counts thoughts apart).
+_OUTPUT: Final = (
+    ("completion_tokens",),
+    ("completionTokens",),
+    ("output_tokens",),
+    ("outputTokens",),
+    ("candidatesTokenCount", "thoughtsTokenCount"),
+    ("candidates_token_count", "thoughts_token_count"),
+)
+# Two cache counts, each under one of two spellings (alternatives, not parts).
+_CACHE: Final = (
+    (("cache_read_input_tokens",), ("cacheReadInputTokens",)),
+    (("cache_creation_input_tokens",), ("cacheCreationInputTokens",)),
+)
+# Values that can never hold usage: answered without a single attribute lookup.
+_SCALARS: Final = (str, bytes, bytearray, int, float, complex)
+
+
 def normalize_usage(raw: object) -> TokenUsage | None:
     """Map any provider's usage object to `TokenUsage`, or None when it holds no valid count."""
-    raise NotImplementedError
+    if raw is None or isinstance(raw, _SCALARS):
+        return None
+    try:
+        return _normalize(raw, _MAX_DEPTH).value_or(None)
+    except Exception:  # a hostile object (e.g. a raising `__class__`) is just "no usage"
+        return None
 
 
 def sum_turn_usage(results: Iterable[StreamResult]) -> TokenUsage | None:
-    """Add the usage of every segment of a turn; None when no segment reported usage."""
-    raise NotImplementedError
+    """Add the usage of every segment of a turn; None when no segment reported usage.
+
+    Each tool-loop request is billed on its own, so the sum is the turn's bill (D3).
+    """
+    reported = [result.usage for result in results if result.usage is not None]
+    if not reported:
+        return None
+    return TokenUsage(
+        input_tokens=sum(usage.input_tokens for usage in reported),
+        output_tokens=sum(usage.output_tokens for usage in reported),
+    )
 
 
 def estimate_tokens(text: str) -> int:
     """The fallback estimate when no segment reported usage: ceil(len / 4)."""
-    raise NotImplementedError
+    return -(-len(text) // 4)
+
+
+def _normalize(raw: object, depth: int) -> Maybe[TokenUsage]:
+    if raw is None or isinstance(raw, _SCALARS):
+        return Nothing
+    if depth > 0:
+        for name in _NESTED:
+            nested = _field(raw, name).bind(lambda inner: _normalize(inner, depth - 1))
+            if nested:  # a valid nested report wins over the container's own fields (D1)
+                return nested
+    input_tokens = _input_side(raw)
+    output_tokens = _first_alias(raw, _OUTPUT).value_or(0)
+    if input_tokens <= 0 and output_tokens <= 0:
+        return Nothing
+    return Some(TokenUsage(input_tokens=input_tokens, output_tokens=output_tokens))
+
+
+def _input_side(raw: object) -> int:
+    for name, includes_cache in _INPUT:
+        count = _field(raw, name).bind(_count).value_or(None)
+        if count is not None:
+            return count if includes_cache else count + _cached(raw)
+    return _cached(raw)
+
+
+def _cached(raw: object) -> int:
+    return sum(_first_alias(raw, spellings).value_or(0) for spellings in _CACHE)
+
+
+def _first_alias(raw: object, aliases: tuple[tuple[str, ...], ...]) -> Maybe[int]:
+    """The count of the first alias with a valid count (D2); an alias's names add up."""
+    for names in aliases:
+        found = [_field(raw, name).bind(_count) for name in names]
+        counts = [count.unwrap() for count in found if count]
+        if counts:
+            return Some(sum(counts))
+    return Nothing
+
+
+def _field(raw: object, name: str) -> Maybe[object]:
+    """The value under `name` (key of a mapping, else attribute); Nothing when absent."""
+    try:
+        value = raw.get(name) if isinstance(raw, Mapping) else getattr(raw, name, None)
+    except Exception:  # properties and `__getattr__` of SDK objects may raise anything
+        return Nothing
+    return Maybe.from_optional(value)
+
+
+def _count(value: object) -> Maybe[int]:
+    """A valid token count (D2): a non-negative int or integral float, not a bool."""
+    if isinstance(value, bool):
+        return Nothing
+    if isinstance(value, int):
+        return Some(int(value)) if 0 <= value <= _MAX_COUNT else Nothing
+    if isinstance(value, float) and value.is_integer() and 0 <= value <= _MAX_COUNT:
+        return Some(int(value))
+    return Nothing

@@ -1,0 +1,313 @@
+"""What an embed says, as data: the shell turns an `EmbedSpec` into a Discord embed (SPEC G).
+
+- G1: a model error (kind `model_error`, or an API error whose text reads like one) gets the
+  title "Model Configuration Error" and, without a provider headline, a localized headline.
+- G2: `error_detail` digs the provider's own message out of the error and its `original`.
+- G3: description = headline + "**Details:**" block, de-duplicated and cut to fit 4096.
+- G4: everything shown is redacted (`domain.redact`).
+- G5: title and colour by kind; context-length and quota failures are recognised from the
+  code or message. Texts come from a `Catalogue` (English built in).
+- G6: the timeout embed and the embed for a caught exception.
+- G7 (suppression) is the machine's decision; this module only composes.
+
+Every function here runs on an error path, so none raises, whatever it is given: a failure
+inside composition yields a plain English fallback embed.
+
+Rules chosen where the SPEC is silent:
+- An adapter's specific kind wins over text heuristics: `model_error` and `content_blocked`
+  stay as they are; a "model not found"-like text turns only `api_error`/`unknown` into a
+  model error. Quota and context-length texts override every other kind (OpenAI reports
+  `insufficient_quota` as HTTP 429, which adapters map to `rate_limit`).
+- "Response stopped (reason: <kind>)" names the adapter's `kind`, e.g. `api_error`.
+- G2 reads `original` in this order: a JSON `body` (str or mapping), `message`, `detail`,
+  `error` (a string, or its `message`/`detail`), then an exception's `str()` and `args`.
+  SDK exceptions put the clean provider message in `body` and a noisy one in `str()`.
+- The details block is left out when less than 16 characters of room remain after the
+  headline; an exception with a blank or unreadable message shows a localized generic text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final, Literal, TypeAlias, get_args
+
+from domain.catalogue import DEFAULT_CATALOGUE, DEFAULT_LOCALE, ENGLISH, Catalogue, MessageKey
+from domain.chunks import ProviderError
+from domain.redact import redact_head
+
+EmbedColour: TypeAlias = Literal["warning", "error"]
+TITLE_LIMIT: Final = 256
+DESCRIPTION_LIMIT: Final = 4096
+ELLIPSIS: Final = "..."
+
+
+@dataclass(frozen=True, slots=True)
+class EmbedSpec:
+    """One embed to show: Discord's limits are checked here, once (G3)."""
+
+    title: str
+    description: str
+    colour: EmbedColour
+
+    def __post_init__(self) -> None:
+        title: object = self.title  # checked at run time whatever the annotation says
+        description: object = self.description
+        if not isinstance(title, str) or len(title) > TITLE_LIMIT:
+            raise ValueError(f"EmbedSpec: title must be a str of at most {TITLE_LIMIT} chars")
+        if not isinstance(description, str) or len(description) > DESCRIPTION_LIMIT:
+            raise ValueError(
+                f"EmbedSpec: description must be a str of at most {DESCRIPTION_LIMIT} chars"
+            )
+        if self.colour not in get_args(EmbedColour):
+            raise ValueError(f"EmbedSpec: colour must be 'warning' or 'error', not {self.colour!r}")
+
+
+_Category: TypeAlias = Literal[
+    "rate_limit",
+    "timeout",
+    "provider_overloaded",
+    "content_blocked",
+    "model_error",
+    "context_length",
+    "quota_exhausted",
+    "api_error",
+    "unknown",
+]
+_TITLES: Final[Mapping[_Category, MessageKey]] = {
+    "rate_limit": "title.rate_limit",
+    "timeout": "title.timeout",
+    "provider_overloaded": "title.provider_overloaded",
+    "content_blocked": "title.content_blocked",
+    "model_error": "title.model_error",
+    "context_length": "title.context_length",
+    "quota_exhausted": "title.quota_exhausted",
+    "api_error": "title.api_error",
+    "unknown": "title.unknown",
+}
+_WARNING: Final[frozenset[_Category]] = frozenset({"rate_limit", "timeout", "provider_overloaded"})
+_ERROR: Final[frozenset[_Category]] = frozenset(
+    {"content_blocked", "model_error", "context_length", "quota_exhausted"}
+)
+
+_MODEL_ERROR_TEXT: Final = re.compile(
+    r"\b(?:unsupported|unknown|invalid)[\s_-]+model\b"
+    r"|\bmodel[\s_-]+not[\s_-]+found\b|\bno such model\b|\bdoes not exist\b|\bdeprecated\b",
+    re.IGNORECASE,
+)
+_CONTEXT_LENGTH_TEXT: Final = re.compile(
+    r"context[\s_-]+length|context[\s_-]+window|maximum context"
+    r"|prompt is too long|input is too long|maximum number of tokens",
+    re.IGNORECASE,
+)
+_QUOTA_TEXT: Final = re.compile(
+    r"quota|insufficient[\s_-]+credits?|credit balance|billing[\s_-]+hard[\s_-]+limit",
+    re.IGNORECASE,
+)
+# Heuristics read the start of each text only: a 10 MB message costs nothing more.
+_SCAN_LIMIT: Final = 8192
+_MIN_DETAIL_ROOM: Final = 16
+_DIG_DEPTH: Final = 4
+_MAX_JSON_BODY: Final = 1_000_000
+
+
+def provider_error_embed(
+    error: ProviderError,
+    headline: str | None,
+    *,
+    locale: str = DEFAULT_LOCALE,
+    catalogue: Catalogue = DEFAULT_CATALOGUE,
+) -> EmbedSpec:
+    """The embed for a provider error (G1–G5); `headline` is `describe_error`'s answer."""
+    try:
+        detail = error_detail(error)
+        category = _category(error, detail)
+        if not isinstance(headline, str) or not headline.strip():
+            headline = (
+                catalogue.text(locale, "headline.model_error")
+                if category == "model_error"
+                else catalogue.text(locale, "description.stopped", reason=str(error.kind))
+            )
+        return EmbedSpec(
+            title=_shown(catalogue.text(locale, _TITLES[category]), TITLE_LIMIT),
+            description=_description(headline, detail, catalogue.text(locale, "details.label")),
+            colour=_colour(category, error.retryable),
+        )
+    except Exception:  # composition must not turn an error report into a crash (B1)
+        return _fallback("title.unknown", "error")
+
+
+def error_detail(error: ProviderError) -> str | None:
+    """The provider's own words (G2), stripped and unredacted; None when there are none."""
+    try:
+        return _text(error.message) or _dig(error.original, _DIG_DEPTH) or _text(error.user_message)
+    except Exception:  # `original` is arbitrary provider data
+        return None
+
+
+def timeout_embed(
+    *, locale: str = DEFAULT_LOCALE, catalogue: Catalogue = DEFAULT_CATALOGUE
+) -> EmbedSpec:
+    """The embed for an inactivity timeout (G6, B12)."""
+    return _catalogued("timeout.title", "timeout.description", "warning", locale, catalogue)
+
+
+def flush_limit_embed(
+    *, locale: str = DEFAULT_LOCALE, catalogue: Catalogue = DEFAULT_CATALOGUE
+) -> EmbedSpec:
+    """The warning shown once when a stream hits its per-stream message cap (F3)."""
+    return _catalogued("flush_limit.title", "flush_limit.description", "warning", locale, catalogue)
+
+
+def exception_embed(
+    error: object, *, locale: str = DEFAULT_LOCALE, catalogue: Catalogue = DEFAULT_CATALOGUE
+) -> EmbedSpec:
+    """The embed for a caught exception (G6, B13): its redacted message, error colour."""
+    try:
+        message = _exception_message(error) or catalogue.text(locale, "exception.description")
+        return EmbedSpec(
+            title=_shown(catalogue.text(locale, "exception.title"), TITLE_LIMIT),
+            description=_shown(message, DESCRIPTION_LIMIT),
+            colour="error",
+        )
+    except Exception:  # the exception may be hostile; the embed must still exist
+        return _fallback("exception.title", "error")
+
+
+def _category(error: ProviderError, detail: str | None) -> _Category:
+    kind = error.kind
+    if kind in ("model_error", "content_blocked"):
+        return kind
+    code = "" if error.code is None else str(error.code)
+    texts = [text[:_SCAN_LIMIT] for text in (error.message, code, detail or "")]
+    if any(_QUOTA_TEXT.search(text) for text in texts):
+        return "quota_exhausted"
+    if any(_CONTEXT_LENGTH_TEXT.search(text) for text in texts):
+        return "context_length"
+    if kind in ("api_error", "unknown") and any(_MODEL_ERROR_TEXT.search(t) for t in texts):
+        return "model_error"
+    return kind
+
+
+def _colour(category: _Category, retryable: bool) -> EmbedColour:
+    if category in _WARNING:
+        return "warning"
+    if category in _ERROR:
+        return "error"
+    return "warning" if retryable is True else "error"
+
+
+def _description(headline: str, detail: str | None, label: str) -> str:
+    """G3: the headline, then the detail block unless the headline already says it."""
+    shown_headline = _shown(headline, DESCRIPTION_LIMIT)
+    if detail is None:
+        return shown_headline
+    block = f"\n\n{_shown(label, TITLE_LIMIT)}\n"
+    room = DESCRIPTION_LIMIT - len(shown_headline) - len(block)
+    shown_detail = redact_head(detail, max(room, 0) + 1).strip()
+    if not shown_detail or shown_detail in shown_headline or room < _MIN_DETAIL_ROOM:
+        return shown_headline
+    return shown_headline + block + _fit(shown_detail, room)
+
+
+def _shown(text: str, limit: int) -> str:
+    """`text` redacted (G4), then cut to `limit` characters with an ellipsis."""
+    return _fit(redact_head(text, limit + 1), limit)
+
+
+def _fit(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[: max(limit - len(ELLIPSIS), 0)] + ELLIPSIS[: max(limit, 0)]
+
+
+def _catalogued(
+    title: MessageKey, description: MessageKey, colour: EmbedColour, locale: str, cat: Catalogue
+) -> EmbedSpec:
+    try:
+        return EmbedSpec(
+            title=_shown(cat.text(locale, title), TITLE_LIMIT),
+            description=_shown(cat.text(locale, description), DESCRIPTION_LIMIT),
+            colour=colour,
+        )
+    except Exception:  # a broken custom catalogue still yields an embed
+        return _fallback(title, colour)
+
+
+def _fallback(title: MessageKey, colour: EmbedColour) -> EmbedSpec:
+    return EmbedSpec(ENGLISH[title], ENGLISH["exception.description"], colour)
+
+
+def _text(value: object) -> str | None:
+    """`value` stripped when it is a non-blank string."""
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    return None
+
+
+def _get(source: object, name: str) -> object:
+    """A mapping's key or an object's attribute; None when absent or unreadable."""
+    try:
+        return source.get(name) if isinstance(source, Mapping) else getattr(source, name, None)
+    except Exception:
+        return None
+
+
+def _dig(source: object, depth: int) -> str | None:
+    """The first message found in `source` (G2), following at most `depth` levels."""
+    if depth <= 0 or source is None:
+        return None
+    if isinstance(source, str):
+        return _text(source)
+    nested = _get(source, "error")
+    found = (
+        _dig_body(_get(source, "body"), depth)
+        or _text(_get(source, "message"))
+        or _text(_get(source, "detail"))
+        or _text(nested)
+        or _text(_get(nested, "message"))
+        or _text(_get(nested, "detail"))
+    )
+    if found or not isinstance(source, BaseException):
+        return found
+    return _exception_text(source)
+
+
+def _dig_body(body: object, depth: int) -> str | None:
+    if isinstance(body, str):
+        if len(body) > _MAX_JSON_BODY or not body.lstrip().startswith(("{", "[")):
+            return None
+        try:
+            body = json.loads(body)
+        except ValueError:
+            return None
+        except RecursionError:  # deeply nested JSON
+            return None
+    if isinstance(body, Mapping):
+        return _dig(body, depth - 1)
+    return None
+
+
+def _exception_message(error: object) -> str | None:
+    if isinstance(error, BaseException):
+        return _exception_text(error)
+    try:
+        return _text(str(error))
+    except Exception:  # a raising `__str__`
+        return None
+
+
+def _exception_text(error: BaseException) -> str | None:
+    """`str(error)`, else its first non-blank string argument."""
+    try:
+        text = _text(str(error))
+    except Exception:  # a raising `__str__`: fall back to the arguments
+        text = None
+    if text is not None:
+        return text
+    try:
+        return next((found for arg in error.args if (found := _text(arg))), None)
+    except Exception:  # an `args` property that raises
+        return None
