@@ -1,1 +1,136 @@
-"""cordstream domain: the pure core (see the package docstring once written)."""
+"""cordstream's pure core: everything about a stream that can be decided without I/O.
+
+Read this first
+---------------
+A provider adapter turns the model's stream into *chunks* (`TextChunk`, `FunctionCallChunk`,
+`ErrorChunk`, `DoneChunk`). The shell (`shell/`) reads them, asks Discord to send things and
+keeps the clock; this package decides everything else, as one reducer:
+
+    state, effects = step(state, event)
+
+Events (`domain.events`) are what happened — a chunk arrived, the provider ended or raised, a
+stop or follow-up was requested, a timer fired, Discord accepted or refused a send — each with
+the shell's clock reading `now`. Effects (`domain.effects`) are what the shell must do — arm the
+inactivity timer, send a message or an embed, pause as if typing, close the provider, consume a
+registry entry, and, exactly once, `Finish(result)`. Both are frozen dataclasses holding plain
+data, so a test compares a step's output with `==` and replays any timing exactly.
+
+Where each rule of SPEC.md lives:
+
+- `machine`   — the reducer: chunk routing and stop resolution (B, C4–C7), delivery
+                accounting and Discord failures (F2–F4), time as data (B2, B12).
+- `capture`   — `<think>`/`<details>` removal, in source order (E4, E5).
+- `segments`  — when text leaves the buffer and in what pieces (E1–E3, E6–E8, E10).
+- `graphemes` — where a message may be cut without splitting a character (E7).
+- `usage`     — one shape for every provider's token usage (D).
+- `embeds`, `catalogue`, `redact` — what an error, timeout or warning embed says (G).
+- `requests`  — stop and follow-up entries: which wins, what reason (C1–C4, C8).
+- `chunks`, `results`, `config` — the public value types of SPEC §A.
+
+This package imports nothing from asyncio, discord, aiohttp, clocks, randomness or I/O.
+
+Example: feeding the machine by hand (the shell does exactly this against Discord)::
+
+    from domain import ChunkArrived, Delivered, ProviderEnded, SendMessage, Started
+    from domain import StreamConfig, TextChunk, initial_state, step
+
+    state = initial_state(StreamConfig())
+    state, effects = step(state, Started(now=0.0))            # → (ArmTimer(at=120.0),)
+    state, effects = step(state, ChunkArrived(0.1, TextChunk("Hi!\\nHow")))
+    send = effects[0]                                        # SendMessage(1, "Hi!", reply=True)
+    assert isinstance(send, SendMessage)
+    state, effects = step(state, Delivered(0.2, send.seq))
+    state, effects = step(state, ProviderEnded(0.3))         # flushes "How"
+"""
+
+from domain.catalogue import DEFAULT_CATALOGUE, Catalogue
+from domain.chunks import (
+    DoneChunk,
+    ErrorChunk,
+    ErrorKind,
+    FunctionCall,
+    FunctionCallChunk,
+    ProcessedChunk,
+    ProviderError,
+    TextChunk,
+    Thought,
+)
+from domain.config import StreamConfig
+from domain.effects import (
+    ArmTimer,
+    CloseProvider,
+    ConsumeRequest,
+    Effect,
+    Finish,
+    SendEmbed,
+    SendMessage,
+    TypingPause,
+)
+from domain.embeds import EmbedColour, EmbedSpec
+from domain.events import (
+    ChunkArrived,
+    Delivered,
+    DiscordFailure,
+    Event,
+    PauseOver,
+    ProviderCrashed,
+    ProviderEnded,
+    Rejected,
+    Started,
+    StopRequested,
+    TimerFired,
+)
+from domain.machine import StreamState, initial_state, step
+from domain.requests import StopRequest, register, stop_reason
+from domain.results import StopReason, StreamResult, StreamStatus, ThoughtLog
+from domain.usage import TokenUsage, estimate_tokens, normalize_usage, sum_turn_usage
+
+__all__ = [
+    "DEFAULT_CATALOGUE",
+    "ArmTimer",
+    "Catalogue",
+    "ChunkArrived",
+    "CloseProvider",
+    "ConsumeRequest",
+    "Delivered",
+    "DiscordFailure",
+    "DoneChunk",
+    "Effect",
+    "EmbedColour",
+    "EmbedSpec",
+    "ErrorChunk",
+    "ErrorKind",
+    "Event",
+    "Finish",
+    "FunctionCall",
+    "FunctionCallChunk",
+    "PauseOver",
+    "ProcessedChunk",
+    "ProviderCrashed",
+    "ProviderEnded",
+    "ProviderError",
+    "Rejected",
+    "SendEmbed",
+    "SendMessage",
+    "Started",
+    "StopReason",
+    "StopRequest",
+    "StopRequested",
+    "StreamConfig",
+    "StreamResult",
+    "StreamState",
+    "StreamStatus",
+    "TextChunk",
+    "Thought",
+    "ThoughtLog",
+    "TimerFired",
+    "TokenUsage",
+    "TypingPause",
+    "estimate_tokens",
+    "initial_state",
+    "normalize_usage",
+    "register",
+    "step",
+    "stop_reason",
+    "sum_turn_usage",
+]

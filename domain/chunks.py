@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Literal, TypeAlias, get_args
 
 ThoughtKind: TypeAlias = Literal["summary", "raw"]
@@ -26,7 +25,6 @@ ErrorKind: TypeAlias = Literal[
     "unknown",
 ]
 ERROR_KINDS: frozenset[str] = frozenset(get_args(ErrorKind))
-_EMPTY_ARGUMENTS: Mapping[str, object] = MappingProxyType({})
 
 
 def _require(ok: bool, owner: str, message: str) -> None:
@@ -64,7 +62,7 @@ class FunctionCall:
     """One tool call the model asked for."""
 
     name: str
-    arguments: Mapping[str, object] = field(default=_EMPTY_ARGUMENTS, hash=False)
+    arguments: Mapping[str, object] = field(default_factory=dict, hash=False)
     id: str | None = None
 
     def __post_init__(self) -> None:

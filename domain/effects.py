@@ -1,0 +1,72 @@
+"""Outputs of the machine: what the shell must do, as data (SPEC B, C, E9, F, G).
+
+The shell interprets each effect and reports the outcome back as an event where there is one
+(`SendMessage`/`SendEmbed` → `Delivered`/`Rejected`, `TypingPause` → `PauseOver`,
+`ArmTimer` → `TimerFired`). Effects hold no callables, tasks or discord objects, so a test
+compares a step's output with `==`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TypeAlias
+
+from domain.embeds import EmbedSpec
+from domain.requests import StopRequest
+from domain.results import StreamResult
+
+
+@dataclass(frozen=True, slots=True)
+class ArmTimer:
+    """(Re)arm the inactivity timer to fire at `at`; any earlier arming is void (B2)."""
+
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class CloseProvider:
+    """No more chunks are wanted: cancel a pending read and `aclose()` the iterator (B10)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SendMessage:
+    """Send `content` (≤ max_message_length). `reply`: as a reply to `context.reply_to` (F1)."""
+
+    seq: int
+    content: str
+    reply: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SendEmbed:
+    """Send an embed built from `embed` (G)."""
+
+    seq: int
+    embed: EmbedSpec
+
+
+@dataclass(frozen=True, slots=True)
+class TypingPause:
+    """Show the typing indicator for `seconds`, then report `PauseOver(token)` (E9)."""
+
+    token: int
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumeRequest:
+    """Remove `request` from the registry if it is still the channel's entry (C5)."""
+
+    request: StopRequest
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """The stream's one result (B1). Nothing follows it."""
+
+    result: StreamResult
+
+
+Effect: TypeAlias = (
+    ArmTimer | CloseProvider | SendMessage | SendEmbed | TypingPause | ConsumeRequest | Finish
+)

@@ -1,0 +1,484 @@
+"""Segmentation: when visible text leaves the buffer, and in what pieces (SPEC E1–E3, E6–E8, E10).
+
+Theory of operation
+-------------------
+Visible text (think/details already removed by `domain.capture`) arrives in arbitrary chunks.
+The text after the last complete line is the *tail*; it lives at the top of the machine's state
+because it is the only thing most chunks change (see `domain.machine`). A newline is a
+boundary once a character follows it (E1), so every `feed` first cuts the tail into complete
+lines and routes each one:
+
+- prose lines accumulate in `held`; the held text leaves as a segment as soon as it is
+  balanced (no open `"`, `“`, `(` or `[`, E2). Net counts are kept per line, so no line is
+  scanned twice;
+- a run of table rows (`|` first) is held whole until a non-row line arrives (E2);
+- a fenced code block (a line starting with three or more backticks) is held until its
+  closing fence, when it is one segment if it fits a message (E3). A longer block leaves line by
+  line in pieces of at most `max_message_length`, each closed with the fence and the next one
+  reopened with the fence and language; a single line longer than a message is cut at a
+  grapheme boundary;
+- at degree 3, the tail is also cut at sentence ends (abbreviation- and decimal-aware; a `.`
+  at the very end waits for the next character).
+
+Holding is bounded (E2): when the held text and the tail pass `overflow` characters (1000, or
+the message length if smaller) they are cut at the best boundary — newline, sentence end,
+whitespace, grapheme boundary — so a lone `:(` cannot stall the answer.
+
+A finished piece whose next line starts with punctuation waits for that line: a line made only
+of punctuation (`...`, `:)`, `!`) is merged into it rather than sent alone (E6). Nothing is
+dropped: one-character lines are pieces like any other; only whitespace-only text never
+becomes a message (the outbox skips it).
+
+`flush` (E8) empties everything: the tail and held text, an open fence (closed), and closes
+open inline markers (`**`, `*`, `~~`, `` ` ``, `(`, `"`) on the last prose piece when that makes
+it render as intended.
+
+Cost (E10): each character is looked at a constant number of times — the tail is searched for
+newlines only in new text, held prose keeps running counts, cuts walk with an index instead of
+re-slicing the remainder. Degree 3 re-counts the unfinished sentence once per sentence-end
+candidate, bounded by `overflow`.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Final
+
+from domain.graphemes import cut_before
+from domain.markdown import closers, closes_fence, fence_of, language_of
+
+OVERFLOW: Final = 1000
+_TABLE_ROW = re.compile(r"[ \t]*\|")
+_TERMINATORS: Final = ".!?…。！？"
+_SENTENCE_END = re.compile(r"[.!?…。！？]+[\"”’)\]]*\s+")
+_CLOSERS_AFTER_TERMINATOR: Final = '"”’)]'
+_ABBREVIATIONS: Final = frozenset(
+    {
+        "e.g", "i.e", "etc", "vs", "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "no",
+        "fig", "approx", "cf", "al", "inc", "ltd", "co", "mt", "ca", "ph.d", "u.s", "a.m", "p.m",
+    }
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """One unit of outgoing text: the model's `body` and the markup cordstream added around it.
+
+    `prefix` is a reopened code fence, `suffix` a closing fence or auto-closed markers (E3, E8).
+    `code` marks a piece of a fenced block, which must start on a line of its own when packed.
+    """
+
+    body: str
+    prefix: str = ""
+    suffix: str = ""
+    code: bool = False
+
+    @property
+    def text(self) -> str:
+        return self.prefix + self.body + self.suffix
+
+    @property
+    def size(self) -> int:
+        return len(self.prefix) + len(self.body) + len(self.suffix)
+
+
+@dataclass(frozen=True, slots=True)
+class Balance:
+    """Net counts of the constructs that hold prose back (E2)."""
+
+    quotes: int = 0
+    curly: int = 0
+    parens: int = 0
+    brackets: int = 0
+
+    @property
+    def closed(self) -> bool:
+        return self.quotes % 2 == 0 and self.curly <= 0 and self.parens <= 0 and self.brackets <= 0
+
+    def plus(self, text: str) -> Balance:
+        if not any(c in text for c in '"“”()[]'):
+            return self
+        emoticons = text.count(":(") + text.count(";(") + text.count(":-(") + text.count("=(")
+        return Balance(
+            self.quotes + text.count('"'),
+            self.curly + text.count("“") - text.count("”"),
+            self.parens + text.count("(") - emoticons - text.count(")"),
+            self.brackets + text.count("[") - text.count("]"),
+        )
+
+
+EVEN: Final = Balance()
+
+
+@dataclass(frozen=True, slots=True)
+class Code:
+    """An open fenced block: its fence, how to reopen it, and the raw text of the current piece."""
+
+    fence: str  # the backtick run that opened it, e.g. "```"
+    reopen: str  # fence plus language word, the first line of a continuation piece
+    body: str  # raw text of the current piece (starts with the opening line unless continued)
+    continued: bool
+
+    @property
+    def prefix(self) -> str:
+        return self.reopen + "\n" if self.continued else ""
+
+    @property
+    def suffix(self) -> str:
+        return "\n" + self.fence
+
+
+@dataclass(frozen=True, slots=True)
+class Segmenter:
+    """Everything the segmenter holds except the tail (which the machine keeps on top)."""
+
+    max_len: int
+    overflow: int
+    sentences: bool  # humanizer degree 3: sentence ends are boundaries too
+    held: str = ""
+    balance: Balance = EVEN
+    table: bool = False
+    code: Code | None = None
+    lookahead: Piece | None = None
+    # How long the tail may grow before `feed` has to look at it; -1 = always look.
+    tail_room: int = -1
+
+    @property
+    def buffered(self) -> str:
+        """Raw text held here (not the tail): for a stray `</think>` that retracts it (E4)."""
+        parts = [self.lookahead.body if self.lookahead is not None else "", self.held]
+        if self.code is not None:
+            parts.append(self.code.body)
+        return "".join(parts)
+
+
+def context(seg: Segmenter, tail: str) -> tuple[str, str]:
+    """For capture: the fence the next text starts inside ("" if none), and its partial line."""
+    if seg.code is not None:
+        return seg.code.fence, tail
+    if tail.endswith("\n"):  # a complete line the segmenter has not routed yet (E1)
+        return fence_of(tail) or "", ""
+    return "", tail
+
+
+def new_segmenter(max_len: int, *, sentences: bool) -> Segmenter:
+    overflow = min(OVERFLOW, max_len)
+    return Segmenter(max_len, overflow, sentences, tail_room=-1 if sentences else overflow)
+
+
+def feed(seg: Segmenter, tail: str, text: str) -> tuple[Segmenter, str, list[Piece]]:
+    """Add visible `text` after `tail`; return the new state, the new tail and finished pieces."""
+    work = _Work(seg)
+    old_len = len(tail)
+    data = tail + text
+    last = data.rfind("\n", 0, len(data) - 1)  # a newline that is the last character waits
+    if last != -1:
+        start = 0
+        # Only the new text can hold new newlines; the old tail had none (or one at its end).
+        nl = data.find("\n", max(0, old_len - 1))
+        while nl != -1 and nl <= last:
+            work.line(data[start : nl + 1])
+            start = nl + 1
+            nl = data.find("\n", start)
+        tail = data[start:]
+        old_len = 0
+    else:
+        tail = data
+    if work.code is not None and tail.endswith("\n") and closes_fence(tail, work.code.fence):
+        work.line(tail)  # a closed fence is a boundary of its own (E1)
+        tail, old_len = "", 0
+    if seg.sentences:
+        tail = work.sentences(tail, old_len)
+    tail = work.overflow(tail)
+    return work.freeze(tail)
+
+
+def flush(seg: Segmenter, tail: str, *, close_markers: bool) -> list[Piece]:
+    """Everything still buffered as pieces (E8); the caller starts over with a new segmenter."""
+    work = _Work(seg)
+    if tail.endswith("\n"):
+        work.line(tail)  # the last line is complete: route it like any other
+        tail = ""
+    if work.code is not None:
+        if tail.strip() and closes_fence(tail, work.code.fence):
+            work.line(tail)
+        else:
+            work.code_line(tail)
+            work.end_code(natural=False)
+        tail = ""
+    elif tail:
+        if work.lookahead is not None and not work.held and _punctuation_only(tail):
+            work.merge_lookahead(tail)
+        else:
+            work.release_lookahead()
+            work.held += tail
+            work.table = False
+    work.release_lookahead()
+    pieces = work.out
+    if work.held:
+        held_pieces = _cut(work.held, seg.max_len)
+        if close_markers and held_pieces:
+            last = held_pieces[-1]
+            suffix = closers(last.body)
+            body = last.body.rstrip()
+            if suffix and len(body) + len(suffix) <= seg.max_len:
+                held_pieces[-1] = Piece(body, suffix=suffix)
+        pieces.extend(held_pieces)
+    return pieces
+
+
+class _Work:
+    """A mutable scratch copy of a `Segmenter` for the length of one call (never escapes it)."""
+
+    def __init__(self, seg: Segmenter) -> None:
+        self.seg = seg
+        self.held = seg.held
+        self.balance = seg.balance
+        self.table = seg.table
+        self.code = seg.code
+        self.lookahead = seg.lookahead
+        self.out: list[Piece] = []
+
+    # -- lines ---------------------------------------------------------------------------
+
+    def line(self, line: str) -> None:
+        code = self.code
+        if code is not None:
+            if closes_fence(line, code.fence):
+                closer = line.rstrip("\r\n")
+                if len(code.prefix) + len(code.body) + len(closer) <= self.seg.max_len:
+                    self.code = Code(code.fence, code.reopen, code.body + closer, code.continued)
+                    self.end_code(natural=True)
+                else:
+                    self.end_code(natural=False)  # our own closing fence stands for it
+            else:
+                self.code_line(line)
+            return
+        if self.lookahead is not None:
+            if not self.held and _punctuation_only(line):
+                self.merge_lookahead(line)
+                return
+            self.release_lookahead()
+        fence = fence_of(line)
+        if fence is not None:
+            self.release_held()
+            self.code = Code(fence, fence + language_of(line), "", continued=False)
+            self.code_line(line)
+            return
+        row = _TABLE_ROW.match(line) is not None
+        if self.held and row != self.table:
+            self.release_held()
+        self.table = row
+        self.held += line
+        if row:
+            return  # a table still growing is held until its last row is known (E2)
+        self.balance = self.balance.plus(line)
+        if self.balance.closed:
+            self.release_held()
+
+    def release_held(self) -> None:
+        if self.held:
+            for piece in _cut(self.held, self.seg.max_len):
+                self.finish(piece)
+        self.held, self.balance, self.table = "", EVEN, False
+
+    # -- code ----------------------------------------------------------------------------
+
+    def code_line(self, line: str) -> None:
+        code = self.code
+        assert code is not None
+        max_len = self.seg.max_len
+        body = code.body
+        if len(code.prefix) + len(body) + len(line) + len(code.suffix) <= max_len:
+            self.code = Code(code.fence, code.reopen, body + line, code.continued)
+            return
+        if body and (code.continued or not fence_of(body)):
+            self.emit_code(Piece(body.rstrip("\r\n"), code.prefix, code.suffix, code=True))
+        # The opening line alone is not worth a message: the reopen prefix stands for it.
+        prefix, suffix = code.reopen + "\n", code.suffix
+        room = max(1, max_len - len(prefix) - len(suffix))
+        start = 0
+        while len(line) - start > room:
+            end = cut_before(line, start + room, start)
+            self.emit_code(Piece(line[start:end], prefix, suffix, code=True))
+            start = end
+        self.code = Code(code.fence, code.reopen, line[start:], continued=True)
+
+    def end_code(self, *, natural: bool) -> None:
+        code = self.code
+        assert code is not None
+        self.code = None
+        body = code.body
+        if natural:
+            self.finish(Piece(body, code.prefix, code=True))
+        elif body.strip() and (code.continued or fence_of(body) is None):
+            self.finish(Piece(body.rstrip("\r\n"), code.prefix, code.suffix, code=True))
+        # else: an opening fence with nothing after it is markup alone; nothing to show
+
+    def emit_code(self, piece: Piece) -> None:
+        self.release_lookahead()
+        self.out.append(piece)
+
+    # -- finished pieces and E6 ----------------------------------------------------------
+
+    def finish(self, piece: Piece) -> None:
+        self.release_lookahead()
+        if piece.suffix:  # a split code piece: nothing may be appended after its fence
+            self.out.append(piece)
+        else:
+            self.lookahead = piece
+
+    def release_lookahead(self) -> None:
+        if self.lookahead is not None:
+            self.out.append(self.lookahead)
+            self.lookahead = None
+
+    def merge_lookahead(self, text: str) -> None:
+        ahead = self.lookahead
+        assert ahead is not None
+        separator = "" if ahead.body.endswith("\n") else "\n"  # never glued onto a fence
+        if ahead.size + len(separator) + len(text) <= self.seg.max_len:
+            self.lookahead = Piece(ahead.body + separator + text, ahead.prefix, code=ahead.code)
+        else:
+            self.release_lookahead()
+            self.lookahead = Piece(text)
+
+    # -- the tail ------------------------------------------------------------------------
+
+    def sentences(self, tail: str, old_len: int) -> str:
+        """Degree 3: cut sentence-sized pieces off the tail (E1)."""
+        if self.code is not None or self.held or self.table:
+            return tail
+        # Sentence ends that can be new: from the run of terminators, closers and spaces
+        # that ended the old tail.
+        begin = old_len
+        while begin > 0 and tail[begin - 1].isspace():
+            begin -= 1
+        while begin > 0 and tail[begin - 1] in _CLOSERS_AFTER_TERMINATOR:
+            begin -= 1
+        while begin > 0 and tail[begin - 1] in _TERMINATORS:
+            begin -= 1
+        start = 0
+        for match in _SENTENCE_END.finditer(tail, begin):
+            end = match.end()
+            if end >= len(tail) or not _is_sentence_end(tail, match.start(), end):
+                continue
+            if EVEN.plus(tail[start:end]).closed:
+                self.finish(Piece(tail[start:end]))
+                start = end
+        return tail[start:]
+
+    def overflow(self, tail: str) -> str:
+        """Bounded holding (E2, E7): cut what has waited past the overflow size."""
+        seg = self.seg
+        code = self.code
+        if code is not None:
+            room = seg.max_len - len(code.prefix) - len(code.suffix) - len(code.body)
+            if len(tail) > room:
+                self.code_line(tail)  # emits whole pieces; keeps the rest as the piece body
+                rest = self.code
+                assert rest is not None
+                self.code = Code(rest.fence, rest.reopen, "", rest.continued)
+                return rest.body
+            return tail
+        if len(self.held) + len(tail) <= seg.overflow:
+            return tail
+        if self.held:
+            self.release_held()  # complete lines: the newline is the best boundary there is
+        if len(tail) <= seg.overflow:
+            return tail
+        self.release_lookahead()
+        start = 0
+        while len(tail) - start > seg.overflow:
+            # Never cut at the end of what has arrived: the next chunk may extend that
+            # character's cluster (a skin tone after its emoji, E7).
+            end = _best_cut(tail, start, min(seg.max_len, len(tail) - start - 1))
+            self.out.append(Piece(tail[start:end]))
+            start = end
+        return tail[start:]
+
+    def freeze(self, tail: str) -> tuple[Segmenter, str, list[Piece]]:
+        seg = self.seg
+        if self.lookahead is not None and (self.held or not _punctuation_only(tail)):
+            self.release_lookahead()  # the next line is not a lone punctuation line (E6)
+        code = self.code
+        if seg.sentences or self.lookahead is not None:
+            room = -1
+        elif code is not None:
+            room = seg.max_len - len(code.prefix) - len(code.suffix) - len(code.body)
+        else:
+            room = seg.overflow - len(self.held)
+        new = Segmenter(
+            seg.max_len,
+            seg.overflow,
+            seg.sentences,
+            self.held,
+            self.balance,
+            self.table,
+            code,
+            self.lookahead,
+            room,
+        )
+        return new, tail, self.out
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def _punctuation_only(text: str) -> bool:
+    """True for text like `...`, `:)`, `!` (E6); False for empty text and for emoji."""
+    stripped = text.strip()
+    return bool(stripped) and all(
+        c.isspace() or unicodedata.category(c).startswith("P") for c in stripped
+    )
+
+
+def _is_sentence_end(text: str, start: int, end: int) -> bool:
+    """Whether the terminators at `start` (whitespace follows up to `end`) end a sentence."""
+    following = text[end]
+    if text[start] in "。！？":
+        return True
+    if text[start] == "." and following.islower():
+        return False  # "e.g. this", "3. item", "..." mid-sentence
+    word_start = start
+    while word_start > 0 and not text[word_start - 1].isspace():
+        word_start -= 1
+    word = text[word_start:start].lower().lstrip("(\"'“‘")
+    if text[start] == "." and (word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha())):
+        return False  # "Dr. Smith", "J. R. R. Tolkien"
+    return not (text[start] == "." and word.isdigit() and word_start == 0)  # "1. item"
+
+
+def _best_cut(text: str, start: int, limit: int) -> int:
+    """Where to cut `text[start:start+limit]`: newline, sentence end, whitespace, grapheme (E2)."""
+    end = start + limit
+    if end >= len(text):
+        return len(text)
+    floor = start + limit // 4
+    newline = text.rfind("\n", floor, end)
+    if newline != -1:
+        return newline + 1
+    best = -1
+    for match in _SENTENCE_END.finditer(text, floor, end):
+        best = match.end()
+    if best != -1:
+        return best
+    for index in range(end - 1, floor - 1, -1):
+        if text[index].isspace():
+            return index + 1
+    return cut_before(text, end, start)
+
+
+def _cut(text: str, max_len: int) -> list[Piece]:
+    """Cut held prose or table text into pieces of at most `max_len` (E7)."""
+    pieces: list[Piece] = []
+    start = 0
+    while len(text) - start > max_len:
+        end = _best_cut(text, start, max_len)
+        pieces.append(Piece(text[start:end]))
+        start = end
+    if start < len(text):
+        pieces.append(Piece(text[start:]))
+    return pieces

@@ -1,0 +1,200 @@
+"""A synchronous stand-in for the shell, for tests of the pure machine.
+
+`Driver` feeds events to `step`, keeps the clock, and answers effects the way Discord and the
+shell would: a send is accepted (or refused, when the test says so), a typing pause ends when
+the test advances time. It records everything a test wants to assert on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from domain import (
+    ArmTimer,
+    ChunkArrived,
+    CloseProvider,
+    ConsumeRequest,
+    Delivered,
+    DiscordFailure,
+    Effect,
+    Event,
+    Finish,
+    PauseOver,
+    ProcessedChunk,
+    ProviderCrashed,
+    ProviderEnded,
+    Rejected,
+    SendEmbed,
+    SendMessage,
+    Started,
+    StopRequest,
+    StopRequested,
+    StreamConfig,
+    StreamResult,
+    StreamState,
+    TextChunk,
+    TimerFired,
+    TypingPause,
+    initial_state,
+    step,
+)
+from domain.embeds import EmbedSpec
+
+
+@dataclass
+class Driver:
+    """Drive one stream. With `auto_deliver`, every send is accepted as soon as it is made."""
+
+    config: StreamConfig = field(default_factory=StreamConfig)
+    auto_deliver: bool = True
+    suppress_user_errors: bool = False
+    now: float = 0.0
+    state: StreamState = field(init=False)
+    effects: list[Effect] = field(default_factory=list)  # every effect, in order
+    messages: list[str] = field(default_factory=list)  # contents Discord accepted
+    embeds: list[EmbedSpec] = field(default_factory=list)
+    pending_send: SendMessage | SendEmbed | None = None
+    pause: TypingPause | None = None
+    armed: float | None = None
+    consumed: list[StopRequest] = field(default_factory=list)
+    closed: bool = False
+    reject_next: list[DiscordFailure] = field(default_factory=list)  # refuse the next sends
+    refused: int = 0  # sends refused so far
+
+    def __post_init__(self) -> None:
+        self.state = initial_state(self.config, suppress_user_errors=self.suppress_user_errors)
+
+    # -- feeding -------------------------------------------------------------------------
+
+    def feed(self, event: Event) -> tuple[Effect, ...]:
+        self.state, effects = step(self.state, event)
+        self.effects.extend(effects)
+        for effect in effects:
+            self._note(effect)
+        return effects
+
+    def start(self, pending: StopRequest | None = None) -> tuple[Effect, ...]:
+        return self.feed(Started(self.now, pending))
+
+    def text(self, *pieces: str) -> None:
+        for piece in pieces:
+            self.chunk(TextChunk(piece))
+
+    def chunk(self, chunk: ProcessedChunk | object, headline: str | None = None) -> None:
+        self.feed(ChunkArrived(self.now, chunk, headline))
+
+    def stream(self, text: str, size: int) -> None:
+        """Feed `text` in chunks of `size` characters."""
+        self.text(*(text[i : i + size] for i in range(0, len(text), size)))
+
+    def end(self) -> StreamResult:
+        self.feed(ProviderEnded(self.now))
+        return self.settle()
+
+    def crash(self, error: BaseException) -> StreamResult:
+        self.feed(ProviderCrashed(self.now, error))
+        return self.settle()
+
+    def request(self, request: StopRequest) -> tuple[Effect, ...]:
+        return self.feed(StopRequested(self.now, request))
+
+    def fire_timer(self, at: float | None = None) -> tuple[Effect, ...]:
+        """Advance the clock to the armed time (or `at`) and report the timer."""
+        assert self.armed is not None
+        self.now = max(self.now, self.armed if at is None else at)
+        return self.feed(TimerFired(self.now, self.armed))
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    def deliver(self, url: str | None = None) -> None:
+        """Accept the send in flight."""
+        send = self.pending_send
+        assert send is not None, "no send in flight"
+        self.pending_send = None
+        if isinstance(send, SendMessage):
+            self.messages.append(send.content)
+        else:
+            self.embeds.append(send.embed)
+        self.feed(Delivered(self.now, send.seq, url))
+
+    def reject(self, failure: DiscordFailure) -> None:
+        send = self.pending_send
+        assert send is not None, "no send in flight"
+        self.pending_send = None
+        self.refused += 1
+        self.feed(Rejected(self.now, send.seq, failure))
+
+    def end_pause(self) -> None:
+        pause = self.pause
+        assert pause is not None, "no pause in progress"
+        self.pause = None
+        self.now += pause.seconds
+        self.feed(PauseOver(self.now, pause.token))
+
+    def settle(self) -> StreamResult:
+        """Let pauses end and sends complete until the result; return it."""
+        for _ in range(100_000):
+            if self.result is not None:
+                return self.result
+            if self.pending_send is not None:
+                self.deliver()
+            elif self.pause is not None:
+                self.end_pause()
+            else:
+                break
+        raise AssertionError(f"no result; phase {self.state.phase}")
+
+    # -- reading -------------------------------------------------------------------------
+
+    @property
+    def result(self) -> StreamResult | None:
+        results = [e.result for e in self.effects if isinstance(e, Finish)]
+        assert len(results) <= 1, "more than one result"
+        return results[0] if results else None
+
+    @property
+    def sends(self) -> list[SendMessage]:
+        return [e for e in self.effects if isinstance(e, SendMessage)]
+
+    def of_type(self, kind: type[Effect]) -> list[Effect]:
+        return [e for e in self.effects if isinstance(e, kind)]
+
+    # -- effects ---------------------------------------------------------------------------
+
+    def _note(self, effect: Effect) -> None:
+        match effect:
+            case SendMessage() | SendEmbed():
+                assert self.pending_send is None, "two Discord requests in flight"
+                self.pending_send = effect
+                if self.reject_next:
+                    self.reject(self.reject_next.pop(0))
+                elif self.auto_deliver:
+                    self.deliver()
+            case TypingPause():
+                self.pause = effect
+            case ArmTimer(at=at):
+                self.armed = at
+            case ConsumeRequest(request=request):
+                self.consumed.append(request)
+            case CloseProvider():
+                self.closed = True
+            case Finish():
+                pass
+
+
+def run(
+    text: str | Iterable[str],
+    *,
+    config: StreamConfig | None = None,
+    size: int = 3,
+) -> tuple[Driver, StreamResult]:
+    """Stream `text` (in `size`-character chunks, or the given chunks) to completion."""
+    driver = Driver(config or StreamConfig())
+    driver.start()
+    if isinstance(text, str):
+        driver.stream(text, size)
+    else:
+        driver.text(*text)
+    return driver, driver.end()
