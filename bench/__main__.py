@@ -1,0 +1,38 @@
+"""`python -m bench [--json] [--quick]`: print the project's figures, measured in one run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+
+from bench import core
+
+_LABELS = {
+    "core_events_per_s": "text events/s through step",
+    "core_floor_events_per_s": "events/s, minimal frozen-dataclass reducer",
+    "core_ratio": "core cost per event / floor cost per event (target <= 3)",
+    "core_100kb_s": "100 KB answer in 1-8 char chunks, seconds",
+    "core_1mb_s": "1 MB answer in 1-8 char chunks, seconds",
+    "scaling_ratio_10x": "1 MB time / 100 KB time (target <= 12; 10 = linear)",
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--quick", action="store_true", help="fewer repeats")
+    args = parser.parse_args()
+    figures = core.measure(quick=args.quick)
+    if args.json:
+        print(json.dumps(figures))
+        return
+    print(
+        f"cordstream benchmarks on {platform.python_implementation()} {platform.python_version()}"
+    )
+    for key, value in figures.items():
+        print(f"  {_LABELS[key]:<60} {value:>14,.3f}")
+
+
+if __name__ == "__main__":
+    main()
