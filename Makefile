@@ -29,7 +29,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench
 
 demo: $(STAMP)
-	$(BIN)/python -m domain.demo
+	$(BIN)/cordstream demo $(ARGS)
 
 lock: $(STAMP)
 	$(BIN)/python -m pip freeze --exclude-editable | sed '/^-e /d' > constraints.txt
