@@ -244,6 +244,8 @@ def step(state: StreamState, event: Event) -> tuple[StreamState, tuple[Effect, .
             tail = state.tail
             if len(tail) + len(text) <= core.tail_room and "\n" not in text and "<" not in text:
                 return StreamState(event.now + core.timeout, tail + text, core), _NO_EFFECTS
+    if state.core.phase == "finished":
+        return state, _NO_EFFECTS  # nothing follows the result (B1)
     run = _Run(state)
     run.handle(event)
     return run.result()
@@ -295,8 +297,6 @@ class _Run:
 
     def handle(self, event: Event) -> None:
         phase = self.phase
-        if phase == "finished":
-            return
         match event:
             case Started(now=now, pending=pending):
                 if phase == "ready":

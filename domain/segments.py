@@ -404,8 +404,8 @@ class _Work:
         if self.lookahead is not None and (self.held or not _punctuation_only(tail)):
             self.release_lookahead()  # the next line is not a lone punctuation line (E6)
         code = self.code
-        if seg.sentences or self.lookahead is not None:
-            room = -1
+        if seg.sentences or self.lookahead is not None or tail.endswith("\n"):
+            room = -1  # the next character must be looked at (E1: it makes "\n" a boundary)
         elif code is not None:
             room = seg.max_len - len(code.prefix) - len(code.suffix) - len(code.body)
         else:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import re
 
-from hypothesis import HealthCheck, event, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -47,6 +47,9 @@ from domain import (
     Thought,
     TimerFired,
     TokenUsage,
+    capture,
+    machine,
+    segments,
 )
 from tests.answers import Answer, answers, chunkings, fences_balanced, oracle_key
 from tests.driver import Driver
@@ -384,3 +387,54 @@ TestStreamMachine.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), max_len=st.sampled_from((200, 1950)), degree=st.sampled_from((0, 1)))
+def test_E10_the_fast_path_changes_nothing(data: st.DataObject, max_len: int, degree: int) -> None:
+    """The machine skips segmentation for plain chunks; that must not change a single message."""
+    answer = data.draw(answers(blocks=False))
+    chunks = data.draw(chunkings(answer.visible))
+    config = StreamConfig(max_message_length=max_len, humanizer_degree=degree, flush_limit=0)
+    driver = Driver(config)
+    driver.start()
+    driver.text(*chunks)
+    result = driver.end()
+
+    # The same chunks through capture and the segmenter, every one of them (the slow path),
+    # packed as the machine packs.
+    seg, tail = segments.new_segmenter(max_len, sentences=False), ""
+    scanner = capture.IDLE
+    queue: list[segments.Piece] = []
+    expected: list[str] = []
+
+    def segment(ops: list[capture.Op]) -> None:
+        nonlocal seg, tail
+        for kind, text in ops:
+            assert kind == "visible"
+            seg, tail, pieces = segments.feed(seg, tail, text)
+            queue.extend(pieces)
+
+    for chunk in chunks:
+        fence, line = segments.context(seg, tail)
+        scanner, ops = capture.feed(scanner, chunk, fence=fence, line=line)
+        segment(ops)
+        if degree == 1:
+            expected += _pack(queue, max_len)
+            queue.clear()
+    segment(capture.close(scanner)[1])
+    queue += segments.flush(seg, tail, close_markers=True)
+    expected += _pack(queue, max_len)
+    assert driver.messages == expected
+    assert result.messages_sent == len(expected)
+
+
+def _pack(queue: list[segments.Piece], max_len: int) -> list[str]:
+    messages: list[str] = []
+    pieces = tuple(queue)
+    while pieces:
+        content, taken = machine._take(pieces, max_len, one_each=False)
+        if content:
+            messages.append(content)
+        pieces = pieces[taken:]
+    return messages

@@ -1,0 +1,1121 @@
+"""SPEC B, C4–C7, F and G as the pure machine decides them: one example per behaviour.
+
+Each test walks a scenario through `tests.driver.Driver` (which plays the shell: clock,
+timer, Discord) and checks the effects the machine asked for and the result it produced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pytest
+
+from domain import (
+    ArmTimer,
+    ChunkArrived,
+    CloseProvider,
+    ConsumeRequest,
+    Delivered,
+    DiscordFailure,
+    DoneChunk,
+    ErrorChunk,
+    Event,
+    Finish,
+    FunctionCall,
+    FunctionCallChunk,
+    PauseOver,
+    ProviderCrashed,
+    ProviderEnded,
+    ProviderError,
+    Rejected,
+    SendEmbed,
+    SendMessage,
+    Started,
+    StopReason,
+    StopRequest,
+    StopRequested,
+    StreamConfig,
+    StreamResult,
+    StreamStatus,
+    TextChunk,
+    Thought,
+    TimerFired,
+    TokenUsage,
+)
+from tests.driver import Driver
+
+USAGE = {"prompt_tokens": 3, "completion_tokens": 4}
+TOKENS = TokenUsage(input_tokens=3, output_tokens=4)
+CALL = FunctionCall("search", {"q": "weather"}, id="call-1")
+RATE_LIMITED = ProviderError("rate_limit", "slow down", retryable=True)
+SECRET = "sk-ant-api03-Ab3dE5gH7jK9mN1pQ3sT5vW7yZ9bC2eF4hJ6"
+
+
+class Forbidden(Exception):
+    """Stands in for discord.Forbidden (Missing Permissions, 50013)."""
+
+
+class ServerError(Exception):
+    """Stands in for discord.DiscordServerError (5xx after discord.py's retries)."""
+
+
+def _embeds(driver: Driver) -> list[SendEmbed]:
+    return [e for e in driver.effects if isinstance(e, SendEmbed)]
+
+
+def _effect_types(driver: Driver, since: int) -> list[type]:
+    return [type(e) for e in driver.effects[since:]]
+
+
+def _delivered_hello(driver: Driver) -> None:
+    """Start, deliver "Hello" with usage, thoughts, provider and details; leave "Wor" pending."""
+    driver.start()
+    driver.chunk(
+        TextChunk(
+            "<details><summary>Memory</summary>kept</details>",
+            usage=USAGE,
+            thoughts=(Thought("summary", "plan"),),
+            serving_provider="prov",
+        )
+    )
+    driver.text("Hello\nWor")
+    assert driver.messages == ["Hello"]
+
+
+# --- every way a stream ends ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Exit:
+    status: StreamStatus
+    act: Callable[[Driver], object]
+    config: StreamConfig = field(default_factory=StreamConfig)
+
+
+def _reject_then_end(failure: DiscordFailure) -> Callable[[Driver], object]:
+    def act(driver: Driver) -> object:
+        driver.reject_next.append(failure)
+        return driver.end()
+
+    return act
+
+
+EXITS: dict[str, Exit] = {
+    "completed": Exit("completed", lambda d: d.end()),
+    "function_call": Exit("function_call", lambda d: d.chunk(FunctionCallChunk(CALL))),
+    "error_chunk": Exit("error", lambda d: d.chunk(ErrorChunk(RATE_LIMITED))),
+    "provider_crash": Exit("error", lambda d: d.crash(RuntimeError("boom"))),
+    "non_chunk": Exit("error", lambda d: d.chunk("garbage")),
+    "timeout": Exit("timeout", lambda d: d.fire_timer()),
+    "user_stop": Exit("stopped_by_user", lambda d: d.request(StopRequest("stop", "user-1"))),
+    "follow_up": Exit(
+        "follow_up_interrupt", lambda d: d.request(StopRequest("follow_up", "user-2"))
+    ),
+    "internal_stop": Exit(
+        "stopped_by_user", lambda d: d.request(StopRequest("stop", "missing_access"))
+    ),
+    "send_message_limit": Exit(
+        "stopped_by_user",
+        lambda d: d.text("ld\nmore\nx"),
+        StreamConfig(send_message_limit=1),
+    ),
+    "flush_limit": Exit(
+        "stopped_by_user", lambda d: d.text("ld\nmore\nx"), StreamConfig(flush_limit=1)
+    ),
+    "discord_failure": Exit(
+        "error", _reject_then_end(DiscordFailure(50013, 403, Forbidden("Missing Permissions")))
+    ),
+    "channel_deleted": Exit("stopped_by_user", _reject_then_end(DiscordFailure(10003, 404, None))),
+}
+EMBED_EXITS = [
+    "error_chunk",
+    "provider_crash",
+    "non_chunk",
+    "timeout",
+    "flush_limit",
+    "discord_failure",
+]
+
+
+def _run_exit(name: str, *, suppress: bool = False) -> tuple[Driver, StreamResult]:
+    exit_ = EXITS[name]
+    driver = Driver(exit_.config, suppress_user_errors=suppress)
+    _delivered_hello(driver)
+    exit_.act(driver)
+    return driver, driver.settle()
+
+
+# --- B1: exactly one result ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(EXITS))
+def test_B1_every_exit_path_finishes_exactly_once(name: str) -> None:
+    driver, result = _run_exit(name)
+
+    assert result.status == EXITS[name].status
+    assert len(driver.of_type(Finish)) == 1
+    assert isinstance(driver.effects[-1], Finish)
+
+
+AFTER_FINISH: dict[str, Callable[[float, float], Event]] = {
+    "started": lambda now, armed: Started(now),
+    "text": lambda now, armed: ChunkArrived(now, TextChunk("x")),
+    "text with usage": lambda now, armed: ChunkArrived(now, TextChunk("a\nb\n", usage=USAGE)),
+    "error chunk": lambda now, armed: ChunkArrived(now, ErrorChunk(RATE_LIMITED)),
+    "provider ended": lambda now, armed: ProviderEnded(now),
+    "provider crashed": lambda now, armed: ProviderCrashed(now, RuntimeError("late")),
+    "stop": lambda now, armed: StopRequested(now, StopRequest("stop", "user-1")),
+    "follow-up": lambda now, armed: StopRequested(now, StopRequest("follow_up", "user-1")),
+    "timer": TimerFired,
+    "pause over": lambda now, armed: PauseOver(now, 1),
+    "delivered": lambda now, armed: Delivered(now, 1),
+    "rejected": lambda now, armed: Rejected(now, 1, DiscordFailure(10003, 404)),
+}
+
+
+@pytest.mark.parametrize("name", list(AFTER_FINISH))
+def test_B1_events_after_finish_are_no_ops(name: str) -> None:
+    driver = Driver()
+    driver.start()
+    driver.text("Hello\n")
+    driver.end()
+    assert driver.armed is not None
+    state = driver.state
+    event = AFTER_FINISH[name](driver.now + 200.0, driver.armed)
+
+    effects = driver.feed(event)
+
+    assert effects == ()
+    assert driver.state == state
+
+
+# --- B2: the inactivity deadline -------------------------------------------------------------
+
+
+def test_B2_started_arms_the_timer_at_now_plus_timeout() -> None:
+    driver = Driver(StreamConfig(inactivity_timeout=30.0))
+    driver.advance(5.0)
+
+    effects = driver.start()
+
+    assert effects == (ArmTimer(35.0),)
+    assert driver.state.deadline == 35.0
+
+
+@pytest.mark.parametrize(
+    "chunk",
+    [
+        TextChunk("partial"),
+        TextChunk(""),
+        TextChunk("with usage", usage=USAGE),
+        DoneChunk(),
+        FunctionCallChunk(None),
+        ErrorChunk(None),
+    ],
+    ids=["text", "empty keep-alive", "text with usage", "done", "no call", "no error"],
+)
+def test_B2_any_chunk_moves_the_deadline_without_effects(chunk: object) -> None:
+    driver = Driver(StreamConfig(inactivity_timeout=30.0))
+    driver.start()
+    driver.advance(10.0)
+
+    effects = driver.feed(ChunkArrived(driver.now, chunk))
+
+    assert effects == ()
+    assert driver.state.deadline == 40.0
+
+
+def test_B2_an_early_timer_rearms_at_the_current_deadline() -> None:
+    driver = Driver(StreamConfig(inactivity_timeout=30.0))
+    driver.start()
+    driver.advance(10.0)
+    driver.text("still ")
+
+    effects = driver.fire_timer()  # goes off at 30 s; the chunk moved the deadline to 40 s
+
+    assert effects == (ArmTimer(40.0),)
+    assert driver.result is None
+
+
+def test_B2_a_stale_timer_is_a_no_op() -> None:
+    driver = Driver(StreamConfig(inactivity_timeout=30.0))
+    driver.start()
+    driver.advance(10.0)
+    driver.text("still ")
+    driver.fire_timer()  # re-armed for 40 s
+    driver.advance(11.0)  # 41 s: past the deadline, but this report is for the 30 s arming
+    state = driver.state
+
+    effects = driver.feed(TimerFired(driver.now, armed_for=30.0))
+
+    assert effects == ()
+    assert driver.state == state
+
+
+def test_B2_a_due_timer_times_out() -> None:
+    driver = Driver(StreamConfig(inactivity_timeout=30.0))
+    driver.start()
+
+    driver.fire_timer()
+
+    result = driver.settle()
+    assert result.status == "timeout"
+    assert driver.now == 30.0
+
+
+def test_B2_a_rearmed_timer_times_out_at_the_moved_deadline() -> None:
+    driver = Driver(StreamConfig(inactivity_timeout=30.0))
+    driver.start()
+    driver.advance(10.0)
+    driver.text("still ")
+    driver.fire_timer()  # early: re-armed for 40 s
+
+    driver.fire_timer()
+
+    assert driver.settle().status == "timeout"
+    assert driver.now == 40.0
+
+
+# --- B4: requests registered before the stream -------------------------------------------------
+
+
+def test_B4_pending_stop_resolves_before_the_provider() -> None:
+    stop = StopRequest("stop", "user-1")
+    driver = Driver()
+
+    driver.start(pending=stop)
+
+    result = driver.settle()
+    assert result.status == "stopped_by_user"
+    assert result.stop_reason == "user_request"
+    assert driver.of_type(ArmTimer) == []
+    assert driver.consumed == [stop]
+    assert driver.sends == []
+    assert not driver.state.wants_chunks
+
+
+def test_B4_pending_follow_up_resolves_before_the_provider() -> None:
+    follow_up = StopRequest("follow_up", "user-1")
+    driver = Driver()
+
+    driver.start(pending=follow_up)
+
+    result = driver.settle()
+    assert result.status == "follow_up_interrupt"
+    assert driver.of_type(ArmTimer) == []
+    assert driver.consumed == [follow_up]
+
+
+# --- B5: what each chunk records ---------------------------------------------------------------
+
+
+def test_B5_latest_valid_usage_wins() -> None:
+    driver = Driver()
+    driver.start()
+    driver.chunk(TextChunk("a", usage={"prompt_tokens": 1, "completion_tokens": 2}))
+
+    driver.chunk(TextChunk("b", usage={"input_tokens": 5, "output_tokens": 6}))
+
+    assert driver.end().usage == TokenUsage(5, 6)  # replaced, not summed (D3)
+
+
+@pytest.mark.parametrize(
+    "chunk",
+    [
+        TextChunk("", usage=USAGE),
+        DoneChunk(usage=USAGE),
+        ErrorChunk(None, usage=USAGE),
+        FunctionCallChunk(None, usage=USAGE),
+    ],
+    ids=["text", "done", "error without error", "function call without call"],
+)
+def test_B5_usage_is_read_from_any_chunk_type(chunk: object) -> None:
+    driver = Driver()
+    driver.start()
+    driver.chunk(TextChunk("Hi", usage={"prompt_tokens": 1, "completion_tokens": 1}))
+
+    driver.chunk(chunk)
+
+    assert driver.end().usage == TOKENS
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        {"prompt_tokens": "5", "completion_tokens": "7"},
+        {"prompt_tokens": -1, "completion_tokens": -3},
+        {"prompt_tokens": 0, "completion_tokens": 0},
+        "garbage",
+    ],
+    ids=["strings", "negative", "zeros", "not usage"],
+)
+def test_B5_invalid_usage_does_not_erase_earlier_usage(usage: object) -> None:
+    driver = Driver()
+    driver.start()
+    driver.chunk(TextChunk("Hi", usage=USAGE))
+
+    driver.chunk(TextChunk(" there", usage=usage))
+
+    assert driver.end().usage == TOKENS
+
+
+@pytest.mark.parametrize(
+    "chunk",
+    [FunctionCallChunk(CALL, usage=USAGE), ErrorChunk(RATE_LIMITED, usage=USAGE)],
+    ids=["function call", "error"],
+)
+def test_B5_the_ending_chunks_usage_is_recorded_before_routing(chunk: object) -> None:
+    driver = Driver()
+    driver.start()
+
+    driver.chunk(chunk)
+
+    assert driver.settle().usage == TOKENS
+
+
+def test_B5_first_non_empty_serving_provider_wins() -> None:
+    driver = Driver()
+    driver.start()
+    driver.chunk(TextChunk("a", serving_provider=""))
+    driver.chunk(TextChunk("b", serving_provider="Groq"))
+
+    driver.chunk(DoneChunk(serving_provider="Together"))
+
+    log = driver.end().thought_log
+    assert log is not None
+    assert log.serving_provider == "Groq"
+
+
+def test_B5_done_metadata_replaces_earlier_metadata() -> None:
+    driver = Driver()
+    driver.start()
+    driver.chunk(DoneChunk({"finish_reason": "length"}))
+
+    driver.chunk(DoneChunk({"finish_reason": "stop"}))
+
+    assert driver.end().data == {"finish_reason": "stop"}
+
+
+def test_B5_done_without_metadata_does_not_erase_it() -> None:
+    driver = Driver()
+    driver.start()
+    driver.chunk(DoneChunk({"finish_reason": "stop"}))
+
+    driver.chunk(DoneChunk())
+
+    assert driver.end().data == {"finish_reason": "stop"}
+
+
+def test_B5_thoughts_are_recorded_by_kind_in_arrival_order() -> None:
+    driver = Driver()
+    driver.start()
+    driver.chunk(TextChunk("Hi", thoughts=(Thought("summary", "Plan: "), Thought("raw", "r1 "))))
+    driver.chunk(ErrorChunk(None, thoughts=(Thought("raw", "r2"),)))
+
+    driver.chunk(DoneChunk(thoughts=(Thought("summary", "answer."),)))
+
+    log = driver.end().thought_log
+    assert log is not None
+    assert log.summary == "Plan: answer."
+    assert log.raw == "r1 r2"
+    assert driver.messages == ["Hi"]  # thoughts never reach the channel (E4)
+
+
+# --- B6: routing -------------------------------------------------------------------------------
+
+
+def test_B6_text_after_done_is_still_delivered() -> None:
+    driver = Driver()
+    driver.start()
+    driver.chunk(DoneChunk({"finish_reason": "stop"}))
+
+    driver.text("late\n", "words")
+
+    result = driver.end()
+    assert result.status == "completed"
+    assert driver.messages == ["late", "words"]
+
+
+def test_B6_function_call_flushes_pending_text_before_the_result() -> None:
+    driver = Driver()
+    driver.start()
+    driver.text("Let me look that up")
+    assert driver.sends == []
+
+    driver.chunk(FunctionCallChunk(CALL))
+
+    result = driver.settle()
+    assert driver.messages == ["Let me look that up"]
+    assert result.status == "function_call"
+
+
+def test_B6_function_call_result_has_the_first_call_as_data_and_all_calls() -> None:
+    other = FunctionCall("clock", {}, id="call-2")
+    driver = Driver()
+    driver.start()
+
+    driver.chunk(FunctionCallChunk([CALL, other]))
+
+    result = driver.settle()
+    assert result.data == CALL
+    assert result.function_calls == (CALL, other)
+
+
+@pytest.mark.parametrize(
+    "chunk",
+    [FunctionCallChunk(None), FunctionCallChunk([]), ErrorChunk(None)],
+    ids=["null call", "no calls", "null error"],
+)
+def test_B6_chunk_without_call_or_error_is_ignored(chunk: object) -> None:
+    driver = Driver()
+    driver.start()
+    driver.text("Hello ")
+
+    driver.chunk(chunk)
+
+    assert driver.state.wants_chunks
+    assert driver.of_type(CloseProvider) == []
+    driver.text("world")
+    assert driver.end().status == "completed"
+    assert driver.messages == ["Hello world"]
+
+
+def test_B6_error_chunk_flushes_then_shows_the_embed_then_returns_error() -> None:
+    driver = Driver()
+    driver.start()
+    driver.text("Half an answ")
+    before = len(driver.effects)
+
+    driver.chunk(ErrorChunk(RATE_LIMITED))
+
+    result = driver.settle()
+    assert _effect_types(driver, before) == [CloseProvider, SendMessage, SendEmbed, Finish]
+    assert driver.messages == ["Half an answ"]
+    assert result.status == "error"
+    assert result.data is RATE_LIMITED
+
+
+# --- B7, B8: the provider is exhausted ---------------------------------------------------------
+
+
+def test_B7_exhausted_provider_flushes_and_completes_with_the_metadata() -> None:
+    driver = Driver()
+    driver.start()
+    driver.text("Hello\nWor")
+    driver.chunk(DoneChunk({"finish_reason": "stop"}))
+
+    result = driver.end()
+
+    assert driver.messages == ["Hello", "Wor"]
+    assert result.status == "completed"
+    assert result.data == {"finish_reason": "stop"}
+
+
+def test_B7_completed_without_done_has_no_data() -> None:
+    driver = Driver()
+    driver.start()
+    driver.text("Hello")
+
+    result = driver.end()
+
+    assert result.status == "completed"
+    assert result.data is None
+
+
+def test_B8_empty_response_keeps_usage_data_and_thought_log() -> None:
+    driver = Driver()
+    driver.start()
+    driver.chunk(TextChunk("<think>pondering</think>  \n", usage=USAGE))
+    driver.chunk(DoneChunk({"finish_reason": "stop"}, thoughts=(Thought("summary", "plan"),)))
+
+    result = driver.end()
+
+    assert driver.sends == []
+    assert result.status == "empty_response"
+    assert result.usage == TOKENS
+    assert result.data == {"finish_reason": "stop"}
+    assert result.thought_log is not None
+    assert result.thought_log.raw == "pondering"
+    assert result.thought_log.summary == "plan"
+
+
+def test_B8_function_call_without_text_is_not_an_empty_response() -> None:
+    driver = Driver()
+    driver.start()
+
+    driver.chunk(FunctionCallChunk(CALL))
+
+    assert driver.settle().status == "function_call"
+
+
+# --- B9, B10: every exit path ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(EXITS))
+def test_B9_every_status_carries_what_was_delivered(name: str) -> None:
+    driver, result = _run_exit(name)
+
+    assert result.status == EXITS[name].status
+    assert result.accumulated_text.startswith("Hello")
+    assert result.accumulated_text == "".join(driver.messages)
+    assert result.messages_sent == len(driver.messages)
+    assert result.usage == TOKENS
+    assert result.thought_log is not None
+    assert result.thought_log.summary == "plan"
+    assert result.thought_log.serving_provider == "prov"
+    assert result.details_content == "kept"
+
+
+@pytest.mark.parametrize("name", list(EXITS))
+def test_B10_every_exit_path_closes_the_provider_once(name: str) -> None:
+    driver, _ = _run_exit(name)
+
+    assert driver.of_type(CloseProvider) == [CloseProvider()]
+
+
+def test_B10_pending_request_closes_the_provider_unread() -> None:
+    driver = Driver()
+
+    driver.start(pending=StopRequest("stop", None))
+
+    assert driver.closed
+    assert driver.of_type(CloseProvider) == [CloseProvider()]
+
+
+# --- B12: timeout -------------------------------------------------------------------------------
+
+
+def test_B12_timeout_flushes_first_then_the_timeout_embed_then_the_result() -> None:
+    driver = Driver()
+    driver.start()
+    driver.text("Hello\nWor")
+    before = len(driver.effects)
+
+    driver.fire_timer()
+
+    result = driver.settle()
+    assert _effect_types(driver, before) == [CloseProvider, SendMessage, SendEmbed, Finish]
+    assert driver.messages == ["Hello", "Wor"]
+    assert [(e.title, e.colour) for e in driver.embeds] == [("Response timed out", "warning")]
+    assert result.status == "timeout"
+
+
+# --- B13: exceptions ----------------------------------------------------------------------------
+
+
+def test_B13_provider_crash_shows_the_generic_error_embed_and_returns_the_exception() -> None:
+    error = ConnectionResetError("connection reset by peer")
+    driver = Driver()
+    driver.start()
+
+    result = driver.crash(error)
+
+    assert result.status == "error"
+    assert result.data is error
+    assert [(e.title, e.description, e.colour) for e in driver.embeds] == [
+        ("Something went wrong", "connection reset by peer", "error")
+    ]
+
+
+def test_B13_crash_does_not_flush_the_pending_text() -> None:
+    driver = Driver()
+    driver.start()
+    driver.text("Hello\nhalf a sent")
+
+    result = driver.crash(RuntimeError("boom"))
+
+    assert driver.messages == ["Hello"]
+    assert result.accumulated_text == "Hello"
+
+
+@pytest.mark.parametrize("garbage", ["garbage", None, {"content": "hi"}, 42])
+def test_B13_non_chunk_from_process_chunk_is_an_error_with_a_type_error(garbage: object) -> None:
+    driver = Driver()
+    driver.start()
+    driver.text("pending")
+
+    driver.chunk(garbage)
+
+    result = driver.settle()
+    assert result.status == "error"
+    assert isinstance(result.data, TypeError)
+    assert driver.sends == []  # the stream is broken: nothing pending is flushed
+    assert [e.title for e in driver.embeds] == ["Something went wrong"]
+
+
+# --- C4–C7: requests inside the stream ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("requester", "reason"),
+    [
+        (None, "system_request"),
+        ("", "system_request"),
+        ("send_message_limit", "send_message_limit"),
+        ("flush_limit", "flush_limit"),
+        ("channel_deleted", "channel_deleted"),
+        ("missing_access", "missing_access"),
+        ("user-1", "user_request"),
+    ],
+)
+def test_C4_stop_resolves_with_the_requesters_reason(
+    requester: str | None, reason: StopReason
+) -> None:
+    driver = Driver()
+    driver.start()
+    driver.text("Hello")
+
+    driver.request(StopRequest("stop", requester))
+
+    result = driver.settle()
+    assert result.status == "stopped_by_user"
+    assert result.stop_reason == reason
+
+
+def test_C5_the_resolved_entry_is_consumed() -> None:
+    stop = StopRequest("stop", "user-1")
+    driver = Driver()
+    driver.start()
+
+    effects = driver.request(stop)
+
+    consumed = [e for e in effects if isinstance(e, ConsumeRequest)]
+    assert len(consumed) == 1
+    assert consumed[0].request is stop
+
+
+def test_C5_follow_up_after_a_resolved_stop_is_not_consumed() -> None:
+    stop = StopRequest("stop", "user-1")
+    follow_up = StopRequest("follow_up", "user-2")
+    driver = Driver(auto_deliver=False)
+    driver.start()
+    driver.text("Hello\nWor")  # "Hello" is in flight
+    driver.request(stop)
+
+    effects = driver.request(follow_up)
+
+    assert not any(isinstance(e, ConsumeRequest) for e in effects)
+    assert driver.consumed == [stop]
+    assert driver.settle().status == "stopped_by_user"
+
+
+def test_C5_second_stop_while_stopping_is_consumed_and_changes_nothing() -> None:
+    first = StopRequest("stop", "user-1", context="first")
+    second = StopRequest("stop", "user-2", context="second")
+    driver = Driver(auto_deliver=False)
+    driver.start()
+    driver.text("Hello\nWor")
+    driver.request(first)
+
+    driver.request(second)
+
+    assert driver.consumed == [first, second]
+    result = driver.settle()
+    assert result.status == "stopped_by_user"
+    assert result.stop_context == "first"
+
+
+def test_C5_request_after_the_result_is_not_consumed() -> None:
+    driver = Driver()
+    driver.start()
+    driver.end()
+
+    effects = driver.request(StopRequest("stop", "user-1"))
+
+    assert effects == ()
+    assert driver.consumed == []
+
+
+def test_C5_stop_while_a_completed_answer_drains_is_resolved() -> None:
+    stop = StopRequest("stop", "user-1")
+    driver = Driver(auto_deliver=False)
+    driver.start()
+    driver.text("Hello\nWor")  # "Hello" is in flight
+    driver.feed(ProviderEnded(driver.now))
+
+    driver.request(stop)
+
+    result = driver.settle()
+    assert driver.consumed == [stop]
+    assert result.status == "stopped_by_user"
+    assert driver.messages == ["Hello", "Wor"]  # the stop flushes what is left
+
+
+def test_C6_user_stop_flushes_the_pending_text() -> None:
+    driver = Driver()
+    driver.start()
+    driver.text("Hello\nWor")
+
+    driver.request(StopRequest("stop", "user-1"))
+
+    assert driver.settle().status == "stopped_by_user"
+    assert driver.messages == ["Hello", "Wor"]
+
+
+def test_C6_system_stop_flushes_the_pending_text() -> None:
+    driver = Driver()
+    driver.start()
+    driver.text("Hello\nWor")
+
+    driver.request(StopRequest("stop", None))
+
+    assert driver.settle().stop_reason == "system_request"
+    assert driver.messages == ["Hello", "Wor"]
+
+
+def test_C6_follow_up_discards_the_pending_text() -> None:
+    driver = Driver()
+    driver.start()
+    driver.text("Hello\nWor")
+
+    driver.request(StopRequest("follow_up", "user-1"))
+
+    result = driver.settle()
+    assert result.status == "follow_up_interrupt"
+    assert driver.messages == ["Hello"]
+    assert result.accumulated_text == "Hello"
+
+
+def test_C6_follow_up_while_a_completed_answer_drains_discards_the_rest() -> None:
+    driver = Driver(auto_deliver=False)
+    driver.start()
+    driver.text("Hello\nWor")  # "Hello" is in flight
+    driver.feed(ProviderEnded(driver.now))
+
+    driver.request(StopRequest("follow_up", "user-1"))
+
+    assert driver.settle().status == "follow_up_interrupt"
+    assert driver.messages == ["Hello"]
+
+
+@pytest.mark.parametrize(
+    "requester", ["send_message_limit", "flush_limit", "channel_deleted", "missing_access"]
+)
+def test_C6_internal_stop_does_not_flush(requester: str) -> None:
+    driver = Driver()
+    driver.start()
+    driver.text("Hello\nWor")
+
+    driver.request(StopRequest("stop", requester))
+
+    assert driver.settle().status == "stopped_by_user"
+    assert driver.messages == ["Hello"]
+
+
+def test_C7_stop_context_is_returned() -> None:
+    context = object()
+    driver = Driver()
+    driver.start()
+    driver.text("Hello")
+
+    driver.request(StopRequest("stop", "user-1", context=context))
+
+    assert driver.settle().stop_context is context
+
+
+def test_C7_pending_stop_context_is_returned() -> None:
+    context = object()
+    driver = Driver()
+
+    driver.start(pending=StopRequest("stop", "user-1", context=context))
+
+    assert driver.settle().stop_context is context
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "C7: machine._Run.rejected() replaces a resolved user stop's Ending with a fresh "
+        "internal Ending(stop_reason='channel_deleted') that drops stop_context; the entry "
+        "was already consumed (C5), so the caller never gets the context back"
+    ),
+)
+def test_C7_stop_context_survives_a_deleted_channel_during_the_flush() -> None:
+    context = object()
+    driver = Driver()
+    driver.start()
+    driver.text("Hello\nWor")
+    driver.reject_next.append(DiscordFailure(10003, 404))
+
+    driver.request(StopRequest("stop", "user-1", context=context))  # flushing "Wor" fails
+
+    result = driver.settle()
+    assert result.status == "stopped_by_user"
+    assert result.stop_context is context
+
+
+# --- F1–F4: delivery ------------------------------------------------------------------------------
+
+
+def test_F1_first_message_replies_later_ones_do_not() -> None:
+    driver = Driver()
+    driver.start()
+
+    driver.text("one\n", "two\n", "three")
+    driver.end()
+
+    assert [(s.content, s.reply) for s in driver.sends] == [
+        ("one", True),
+        ("two", False),
+        ("three", False),
+    ]
+
+
+def test_F2_accumulated_text_is_the_concatenation_of_accepted_messages() -> None:
+    driver = Driver()
+    driver.start()
+    driver.text("one\n", "two\n", "three")
+
+    result = driver.end()
+
+    assert driver.messages == ["one", "two", "three"]
+    assert result.accumulated_text == "onetwothree"
+    assert result.messages_sent == 3
+
+
+def test_F2_refused_message_is_not_accumulated() -> None:
+    driver = Driver()
+    driver.start()
+    driver.text("one\nt")
+    driver.reject_next.append(DiscordFailure(None, 503, ServerError("503 Service Unavailable")))
+
+    driver.text("wo\nthree")  # "two" is refused
+
+    result = driver.settle()
+    assert [s.content for s in driver.sends] == ["one", "two"]
+    assert result.accumulated_text == "one"
+    assert result.messages_sent == 1
+
+
+def test_F3_send_message_limit_stops_quietly() -> None:
+    driver = Driver(StreamConfig(send_message_limit=2))
+    driver.start()
+
+    driver.text("one\n", "two\n", "three\n", "four")
+
+    result = driver.settle()
+    assert driver.messages == ["one", "two"]
+    assert result.status == "stopped_by_user"
+    assert result.stop_reason == "send_message_limit"
+    assert _embeds(driver) == []
+    assert driver.closed
+
+
+def test_F3_flush_limit_stops_with_one_warning_embed() -> None:
+    driver = Driver(StreamConfig(flush_limit=2))
+    driver.start()
+
+    driver.text("one\n", "two\n", "three\n", "four\n", "five")
+
+    result = driver.settle()
+    assert driver.messages == ["one", "two"]
+    assert result.status == "stopped_by_user"
+    assert result.stop_reason == "flush_limit"
+    assert [(e.embed.title, e.embed.colour) for e in _embeds(driver)] == [
+        ("Message limit reached", "warning")
+    ]
+
+
+def test_F3_limit_reached_by_the_final_flush_stops_too() -> None:
+    driver = Driver(StreamConfig(send_message_limit=1))
+    driver.start()
+    driver.text("one\n", "two")
+
+    result = driver.end()
+
+    assert driver.messages == ["one"]
+    assert result.stop_reason == "send_message_limit"
+
+
+@pytest.mark.parametrize(
+    "config",
+    [StreamConfig(send_message_limit=2), StreamConfig(flush_limit=2)],
+    ids=["send_message_limit", "flush_limit"],
+)
+def test_F3_answer_exactly_at_the_limit_completes(config: StreamConfig) -> None:
+    driver = Driver(config)
+    driver.start()
+    driver.text("one\n", "two")
+
+    result = driver.end()
+
+    assert driver.messages == ["one", "two"]
+    assert result.status == "completed"
+    assert result.stop_reason is None
+    assert _embeds(driver) == []
+
+
+@pytest.mark.parametrize(
+    ("code", "reason"), [(10003, "channel_deleted"), (50001, "missing_access")]
+)
+def test_F4_lost_channel_stops_quietly(code: int, reason: StopReason) -> None:
+    driver = Driver()
+    driver.start()
+    driver.text("one\nt")
+    driver.reject_next.append(DiscordFailure(code, 404 if code == 10003 else 403))
+
+    driver.text("wo\nthree")  # "two" is refused; "three" is still pending
+
+    result = driver.settle()
+    assert result.status == "stopped_by_user"
+    assert result.stop_reason == reason
+    assert _embeds(driver) == []
+    assert [s.content for s in driver.sends] == ["one", "two"]
+    assert driver.closed
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        DiscordFailure(50013, 403, Forbidden("Missing Permissions")),
+        DiscordFailure(None, 503, ServerError("503 Service Unavailable")),
+        DiscordFailure(None, 500, ServerError("500 Internal Server Error")),
+    ],
+    ids=["50013", "503", "500"],
+)
+def test_F4_other_discord_failures_end_as_error_with_an_embed(failure: DiscordFailure) -> None:
+    driver = Driver()
+    driver.start()
+    driver.text("Hello")
+    driver.reject_next.append(failure)
+
+    result = driver.end()
+
+    assert result.status == "error"
+    assert result.data is failure.error
+    assert [e.embed.title for e in _embeds(driver)] == ["Something went wrong"]
+    assert driver.messages == []
+
+
+def test_F4_failure_without_an_exception_is_reported_as_the_failure() -> None:
+    failure = DiscordFailure(50013, 403)
+    driver = Driver()
+    driver.start()
+    driver.text("Hello")
+    driver.reject_next.append(failure)
+
+    result = driver.end()
+
+    assert result.status == "error"
+    assert result.data is failure
+
+
+@pytest.mark.parametrize(
+    ("act", "status"),
+    [
+        (lambda d: d.chunk(ErrorChunk(RATE_LIMITED)), "error"),
+        (lambda d: d.fire_timer(), "timeout"),
+        (lambda d: d.crash(RuntimeError("boom")), "error"),
+    ],
+    ids=["error embed", "timeout embed", "exception embed"],
+)
+@pytest.mark.parametrize(
+    "failure",
+    [DiscordFailure(50013, 403, Forbidden("Missing Permissions")), DiscordFailure(10003, 404)],
+    ids=["50013", "10003"],
+)
+def test_F4_refused_embed_does_not_change_the_status(
+    act: Callable[[Driver], object], status: StreamStatus, failure: DiscordFailure
+) -> None:
+    driver = Driver()
+    driver.start()
+    driver.reject_next.append(failure)
+
+    act(driver)
+
+    result = driver.settle()
+    assert driver.refused == 1
+    assert len(_embeds(driver)) == 1
+    assert result.status == status
+    assert result.stop_reason is None
+    assert not isinstance(result.data, Forbidden)
+
+
+# --- G: embeds the machine shows ------------------------------------------------------------------
+
+
+def test_G1_error_embed_uses_the_headline_passed_with_the_chunk() -> None:
+    headline = "OpenRouter is rate limiting this model right now."
+    driver = Driver()
+    driver.start()
+
+    driver.chunk(ErrorChunk(RATE_LIMITED), headline=headline)
+
+    driver.settle()
+    [embed] = driver.embeds
+    assert embed.description.startswith(headline)
+    assert "slow down" in embed.description  # G3: the detail block follows
+
+
+def test_G1_model_error_gets_the_model_configuration_title() -> None:
+    driver = Driver()
+    driver.start()
+
+    driver.chunk(ErrorChunk(ProviderError("api_error", "The model `gpt-9` does not exist")))
+
+    driver.settle()
+    assert [e.title for e in driver.embeds] == ["Model Configuration Error"]
+
+
+@pytest.mark.parametrize(
+    ("act"),
+    [
+        lambda d: d.chunk(ErrorChunk(ProviderError("api_error", f"Incorrect API key {SECRET}"))),
+        lambda d: d.chunk(
+            ErrorChunk(ProviderError("api_error", "", original={"error": {"message": SECRET}}))
+        ),
+        lambda d: d.chunk(ErrorChunk(RATE_LIMITED), headline=f"Bad key {SECRET}"),
+        lambda d: d.crash(RuntimeError(f"GET https://api.example/v1?key={SECRET} failed")),
+        lambda d: d.chunk(
+            ErrorChunk(ProviderError("unknown", "denied")), headline=f"Bearer {SECRET}"
+        ),
+    ],
+    ids=["message", "original", "headline", "exception", "bearer headline"],
+)
+def test_G4_secrets_never_appear_in_an_embed(act: Callable[[Driver], object]) -> None:
+    driver = Driver()
+    driver.start()
+
+    act(driver)
+
+    driver.settle()
+    assert len(driver.embeds) == 1
+    for embed in driver.embeds:
+        assert SECRET not in embed.title
+        assert SECRET not in embed.description
+        assert SECRET[:20] not in embed.description
+
+
+def test_G4_secret_in_a_discord_failure_never_appears_in_the_embed() -> None:
+    driver = Driver()
+    driver.start()
+    driver.text("Hello")
+    driver.reject_next.append(DiscordFailure(None, 500, ServerError(f"proxy said {SECRET}")))
+
+    driver.end()
+
+    [embed] = driver.embeds
+    assert SECRET not in embed.description
+    assert "proxy said" in embed.description
+
+
+@pytest.mark.parametrize("name", EMBED_EXITS)
+def test_G7_suppressed_user_errors_send_no_embed(name: str) -> None:
+    shown, _ = _run_exit(name)
+    assert _embeds(shown)  # the same path shows an embed when not suppressed
+
+    driver, _ = _run_exit(name, suppress=True)
+
+    assert _embeds(driver) == []
+
+
+@pytest.mark.parametrize("name", EMBED_EXITS)
+def test_G7_suppressing_embeds_changes_no_status(name: str) -> None:
+    _, shown = _run_exit(name)
+
+    _, suppressed = _run_exit(name, suppress=True)
+
+    assert (suppressed.status, suppressed.stop_reason) == (shown.status, shown.stop_reason)
+    assert suppressed.accumulated_text == shown.accumulated_text
+    assert type(suppressed.data) is type(shown.data)

@@ -1,0 +1,207 @@
+"""SPEC C1–C4, C8: the pure rules of the stop registry (`domain.requests`), by example.
+
+How a stream resolves an entry (C4–C7 inside the machine) is pinned in `test_machine.py`.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from domain import StopReason, StopRequest, register, stop_reason
+from domain.requests import INTERNAL_REQUESTERS, MAX_REQUEST_AGE, is_expired, is_internal
+
+_INTERNAL_IDS = ("send_message_limit", "flush_limit", "channel_deleted", "missing_access")
+
+
+def _stop(requester: str | None = "user-1", *, at: float = 0.0) -> StopRequest:
+    return StopRequest("stop", requester, at=at)
+
+
+def _follow_up(requester: str = "user-1", *, at: float = 0.0) -> StopRequest:
+    return StopRequest("follow_up", requester, at=at)
+
+
+# --- C1: one entry, compared by identity ------------------------------------------------------
+
+
+def test_C1_entries_are_told_apart_by_identity_not_by_value() -> None:
+    first = _stop("user-1")
+    twin = _stop("user-1")
+
+    assert first != twin
+    assert register(None, first)[0] is first
+
+
+def test_C1_entry_keeps_the_callers_context_and_timestamp() -> None:
+    context = object()
+
+    entry = StopRequest("stop", "user-1", context=context, at=12.5)
+
+    assert entry.context is context
+    assert entry.at == 12.5
+
+
+# --- C2: a stop always wins -------------------------------------------------------------------
+
+
+def test_C2_stop_on_a_channel_without_entry_is_accepted() -> None:
+    stop = _stop()
+
+    entry, accepted = register(None, stop)
+
+    assert accepted is True
+    assert entry is stop
+
+
+def test_C2_stop_replaces_a_pending_follow_up() -> None:
+    follow_up = _follow_up()
+    stop = _stop()
+
+    entry, accepted = register(follow_up, stop)
+
+    assert accepted is True
+    assert entry is stop
+
+
+def test_C2_stop_replaces_an_earlier_stop() -> None:
+    earlier = _stop("user-1")
+    later = _stop("user-2")
+
+    entry, accepted = register(earlier, later)
+
+    assert accepted is True
+    assert entry is later
+
+
+def test_C2_system_stop_without_requester_also_wins() -> None:
+    follow_up = _follow_up()
+    system = _stop(None)
+
+    entry, accepted = register(follow_up, system)
+
+    assert accepted is True
+    assert entry is system
+
+
+# --- C3: a follow-up yields to a stop ---------------------------------------------------------
+
+
+def test_C3_follow_up_is_refused_while_a_stop_is_pending() -> None:
+    stop = _stop()
+    follow_up = _follow_up("user-2")
+
+    entry, accepted = register(stop, follow_up)
+
+    assert accepted is False
+    assert entry is stop
+
+
+def test_C3_follow_up_is_refused_while_an_internal_stop_is_pending() -> None:
+    internal = _stop("flush_limit")
+
+    entry, accepted = register(internal, _follow_up())
+
+    assert accepted is False
+    assert entry is internal
+
+
+def test_C3_follow_up_replaces_an_earlier_follow_up() -> None:
+    earlier = _follow_up("user-1")
+    later = _follow_up("user-2")
+
+    entry, accepted = register(earlier, later)
+
+    assert accepted is True
+    assert entry is later
+
+
+def test_C3_follow_up_on_a_channel_without_entry_is_accepted() -> None:
+    follow_up = _follow_up()
+
+    entry, accepted = register(None, follow_up)
+
+    assert accepted is True
+    assert entry is follow_up
+
+
+# --- C4: reasons -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("requester", [None, ""])
+def test_C4_missing_or_empty_requester_is_a_system_request(requester: str | None) -> None:
+    assert stop_reason(_stop(requester)) == "system_request"
+
+
+@pytest.mark.parametrize(
+    ("requester", "reason"),
+    [
+        ("send_message_limit", "send_message_limit"),
+        ("flush_limit", "flush_limit"),
+        ("channel_deleted", "channel_deleted"),
+        ("missing_access", "missing_access"),
+    ],
+)
+def test_C4_internal_ids_resolve_to_the_same_named_reason(
+    requester: str, reason: StopReason
+) -> None:
+    assert stop_reason(_stop(requester)) == reason
+
+
+@pytest.mark.parametrize("requester", ["user-1", "123456789012345678", "system", "unknown"])
+def test_C4_any_other_requester_is_a_user_request(requester: str) -> None:
+    assert stop_reason(_stop(requester)) == "user_request"
+
+
+def test_C4_the_internal_ids_are_exactly_the_four_of_the_spec() -> None:
+    assert frozenset(_INTERNAL_IDS) == INTERNAL_REQUESTERS
+
+
+@pytest.mark.parametrize("requester", _INTERNAL_IDS)
+def test_C4_a_stop_with_an_internal_id_is_internal(requester: str) -> None:
+    assert is_internal(_stop(requester)) is True
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        _stop("user-1"),
+        _stop(None),
+        _stop(""),
+        _follow_up("flush_limit"),
+    ],
+    ids=["user stop", "system stop", "empty requester", "follow-up with an internal id"],
+)
+def test_C4_only_stops_with_an_internal_id_are_internal(request_: StopRequest) -> None:
+    assert is_internal(request_) is False
+
+
+# --- C8: sweeping ------------------------------------------------------------------------------
+
+
+def test_C8_the_default_maximum_age_is_five_minutes() -> None:
+    assert MAX_REQUEST_AGE == 300.0
+
+
+def test_C8_entry_older_than_five_minutes_is_expired() -> None:
+    entry = _stop(at=1000.0)
+
+    assert is_expired(entry, now=1000.0 + 300.5) is True
+
+
+def test_C8_entry_exactly_five_minutes_old_is_kept() -> None:
+    entry = _stop(at=1000.0)
+
+    assert is_expired(entry, now=1300.0) is False
+
+
+def test_C8_fresh_entry_is_kept() -> None:
+    entry = _follow_up(at=1000.0)
+
+    assert is_expired(entry, now=1001.0) is False
+
+
+def test_C8_maximum_age_can_be_chosen() -> None:
+    entry = _stop(at=0.0)
+
+    assert is_expired(entry, now=11.0, max_age=10.0) is True
+    assert is_expired(entry, now=9.0, max_age=10.0) is False
