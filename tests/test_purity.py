@@ -1,0 +1,51 @@
+"""`domain/` is pure (design card, SPEC §A): it imports only what computes, nothing that acts.
+
+An allowlist rather than a blocklist: a new import has to be added here on purpose.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+DOMAIN = Path(__file__).resolve().parent.parent / "domain"
+ALLOWED = {
+    "__future__",
+    "bisect",
+    "collections",
+    "dataclasses",
+    "domain",
+    "enum",
+    "functools",
+    "itertools",
+    "json",
+    "math",
+    "re",
+    "returns",
+    "string",
+    "types",
+    "typing",
+    "unicodedata",
+}
+
+
+def _imports(path: Path) -> set[str]:
+    roots: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            roots |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+def test_domain_imports_nothing_that_performs_io_or_reads_a_clock() -> None:
+    files = sorted(DOMAIN.glob("*.py"))
+    assert files
+    found = {path.name: _imports(path) - ALLOWED for path in files}
+    assert {name: bad for name, bad in found.items() if bad} == {}
+
+
+def test_the_allowlist_excludes_io_clocks_and_randomness() -> None:
+    forbidden = {"asyncio", "discord", "aiohttp", "time", "random", "os", "socket", "shell"}
+    assert not forbidden & ALLOWED
