@@ -617,15 +617,19 @@ class _Run:
         quiet = _QUIET_FAILURES.get(failure.code) if failure.code is not None else None
         ending = self.ending
         if quiet is not None:
-            # F4: the channel is gone or closed to us; no embed could reach it either.
-            resolved = Ending("stopped_by_user", "internal", stop_reason=quiet, hurry=True)
+            # F4: the channel is gone or closed to us; no embed could reach it either. A stop
+            # being flushed keeps its context: its registry entry is already consumed (C7).
+            context = ending.stop_context if ending is not None else None
+            resolved = Ending(
+                "stopped_by_user", "internal", stop_reason=quiet, stop_context=context, hurry=True
+            )
             self.end(resolved, "discard", now)
-        elif ending is None or ending.origin == "natural":
+        elif ending is None or (ending.origin == "natural" and ending.status != "error"):
             error: object = failure.error if failure.error is not None else failure
             embed = self.embed(lambda loc, cat: exception_embed(error, locale=loc, catalogue=cat))
             self.end(Ending("error", "natural", error, embed=embed, hurry=True), "discard", now)
         else:
-            self.end(ending, "discard", now)
+            self.end(ending, "discard", now)  # the first error or a stop stays the outcome
 
     def finish(self, now: float) -> None:
         ending, record, out = self.ending, self.record, self.out

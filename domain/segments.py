@@ -216,16 +216,13 @@ def flush(seg: Segmenter, tail: str, *, close_markers: bool) -> list[Piece]:
             work.held += tail
             work.table = False
     work.release_lookahead()
-    pieces = work.out
-    if work.held:
-        held_pieces = _cut(work.held, seg.max_len)
-        if close_markers and held_pieces:
-            last = held_pieces[-1]
-            suffix = closers(last.body)
-            body = last.body.rstrip()
-            if suffix and len(body) + len(suffix) <= seg.max_len:
-                held_pieces[-1] = Piece(body, suffix=suffix)
-        pieces.extend(held_pieces)
+    pieces = work.out + _cut(work.held, seg.max_len)
+    if close_markers and pieces and not pieces[-1].code:
+        last = pieces[-1]
+        suffix = closers(last.body)
+        body = last.body.rstrip()
+        if suffix and len(body) + len(suffix) <= seg.max_len:
+            pieces[-1] = Piece(body, suffix=suffix)
     return pieces
 
 

@@ -823,14 +823,6 @@ def test_C7_pending_stop_context_is_returned() -> None:
     assert driver.settle().stop_context is context
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "C7: machine._Run.rejected() replaces a resolved user stop's Ending with a fresh "
-        "internal Ending(stop_reason='channel_deleted') that drops stop_context; the entry "
-        "was already consumed (C5), so the caller never gets the context back"
-    ),
-)
 def test_C7_stop_context_survives_a_deleted_channel_during_the_flush() -> None:
     context = object()
     driver = Driver()
@@ -842,7 +834,22 @@ def test_C7_stop_context_survives_a_deleted_channel_during_the_flush() -> None:
 
     result = driver.settle()
     assert result.status == "stopped_by_user"
+    assert result.stop_reason == "channel_deleted"
     assert result.stop_context is context
+
+
+def test_B13_the_first_error_stays_the_outcome_when_its_flush_is_refused() -> None:
+    error = ProviderError("api_error", "upstream failed")
+    driver = Driver()
+    driver.start()
+    driver.text("Hello\nWor")
+    driver.reject_next.append(DiscordFailure(50013, 403, RuntimeError("Missing Permissions")))
+
+    driver.chunk(ErrorChunk(error))  # flushing "Wor" is refused
+
+    result = driver.settle()
+    assert result.status == "error"
+    assert result.data is error
 
 
 # --- F1–F4: delivery ------------------------------------------------------------------------------
