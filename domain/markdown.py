@@ -38,8 +38,8 @@ def closes_fence(line: str, fence: str) -> bool:
 def closers(text: str) -> str:
     """Closers for inline markers left open at the end of `text` (E8), innermost first.
 
-    Only a marker followed by non-space text counts as opened (`2 * 3` opens nothing), and
-    only if something follows it, so closing it makes the text render as the model meant.
+    Only a marker followed by non-space text and not preceded by a letter or digit counts as
+    opened (`2 * 3`, `x**2` open nothing), so closing it makes the text render as meant.
     """
     if text.count("```") % 2:
         return ""
@@ -63,9 +63,11 @@ def closers(text: str) -> str:
             continue
         if marker in stack:
             continue  # crossing markers: leave the text as written
-        at_line_start = match.start() == 0 or text[match.start() - 1] == "\n"
-        if marker == "*" and at_line_start and following == " ":
+        before = text[match.start() - 1] if match.start() else "\n"
+        if marker == "*" and before == "\n" and following == " ":
             continue  # a list bullet
+        if before.isalnum():
+            continue  # inside a word: "x**2", "5*3" open nothing
         if following and not following.isspace():
             stack.append(marker)
     return "".join(_CLOSING.get(marker, marker) for marker in reversed(stack))

@@ -13,7 +13,8 @@ lines and routes each one:
   scanned twice;
 - a run of table rows (`|` first) is held whole until a non-row line arrives (E2);
 - a fenced code block (a line starting with three or more backticks) is held until its
-  closing fence, when it is one segment if it fits a message (E3). A longer block leaves line by
+  closing fence, when it is one segment if it fits a message (E3). Like a newline, the
+  closing fence is a boundary once a character follows it (see E6 below). A longer block leaves line by
   line in pieces of at most `max_message_length`, each closed with the fence and the next one
   reopened with the fence and language; a single line longer than a message is cut at a
   grapheme boundary;
@@ -24,8 +25,9 @@ Holding is bounded (E2): when the held text and the tail pass `overflow` charact
 the message length if smaller) they are cut at the best boundary — newline, sentence end,
 whitespace, grapheme boundary — so a lone `:(` cannot stall the answer.
 
-A finished piece whose next line starts with punctuation waits for that line: a line made only
-of punctuation (`...`, `:)`, `!`) is merged into it rather than sent alone (E6). Nothing is
+A finished piece waits for the first character after it; if the next line starts with
+punctuation it waits for that line: a line made only of punctuation (`...`, `:)`, `!`) is
+merged into it rather than sent alone (E6), whatever the chunking. Nothing is
 dropped: one-character lines are pieces like any other; only whitespace-only text never
 becomes a message (the outbox skips it).
 
@@ -52,8 +54,9 @@ from domain.markdown import closers, closes_fence, fence_of, language_of
 OVERFLOW: Final = 1000
 _TABLE_ROW = re.compile(r"[ \t]*\|")
 _TERMINATORS: Final = ".!?…。！？"
-_SENTENCE_END = re.compile(r"[.!?…。！？]+[\"”’)\]]*\s+")
-_CLOSERS_AFTER_TERMINATOR: Final = '"”’)]'
+# A sentence end: Latin terminators need whitespace after them; CJK ones do not (E1).
+_SENTENCE_END = re.compile(r"[.!?…]+[\"”’)\]]*\s+|[。！？]+[」』\"”’)）\]]*\s*")
+_CLOSERS_AFTER_TERMINATOR: Final = '"”’)]」』）'
 _ABBREVIATIONS: Final = frozenset(
     {
         "e.g", "i.e", "etc", "vs", "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "no",
@@ -156,11 +159,12 @@ class Segmenter:
 
 def context(seg: Segmenter, tail: str) -> tuple[str, str]:
     """For capture: the fence the next text starts inside ("" if none), and its partial line."""
-    if seg.code is not None:
-        return seg.code.fence, tail
+    fence = seg.code.fence if seg.code is not None else ""
     if tail.endswith("\n"):  # a complete line the segmenter has not routed yet (E1)
+        if fence:
+            return ("" if closes_fence(tail, fence) else fence), ""
         return fence_of(tail) or "", ""
-    return "", tail
+    return fence, tail
 
 
 def new_segmenter(max_len: int, *, sentences: bool) -> Segmenter:
@@ -186,9 +190,6 @@ def feed(seg: Segmenter, tail: str, text: str) -> tuple[Segmenter, str, list[Pie
         old_len = 0
     else:
         tail = data
-    if work.code is not None and tail.endswith("\n") and closes_fence(tail, work.code.fence):
-        work.line(tail)  # a closed fence is a boundary of its own (E1)
-        tail, old_len = "", 0
     if seg.sentences:
         tail = work.sentences(tail, old_len)
     tail = work.overflow(tail)
@@ -254,8 +255,8 @@ class _Work:
                 self.code_line(line)
             return
         if self.lookahead is not None:
-            if not self.held and _punctuation_only(line):
-                self.merge_lookahead(line)
+            if not self.held and (_punctuation_only(line) or not line.strip()):
+                self.merge_lookahead(line)  # a blank line keeps it waiting for the next one
                 return
             self.release_lookahead()
         fence = fence_of(line)
@@ -321,6 +322,8 @@ class _Work:
     # -- finished pieces and E6 ----------------------------------------------------------
 
     def finish(self, piece: Piece) -> None:
+        if not piece.text.strip():
+            return  # whitespace alone is never a message, nor a piece to merge into (E6)
         self.release_lookahead()
         if piece.suffix:  # a split code piece: nothing may be appended after its fence
             self.out.append(piece)
@@ -398,7 +401,9 @@ class _Work:
 
     def freeze(self, tail: str) -> tuple[Segmenter, str, list[Piece]]:
         seg = self.seg
-        if self.lookahead is not None and (self.held or not _punctuation_only(tail)):
+        if self.lookahead is not None and (
+            self.held or (tail.strip() and not _punctuation_only(tail))
+        ):
             self.release_lookahead()  # the next line is not a lone punctuation line (E6)
         code = self.code
         if seg.sentences or self.lookahead is not None or tail.endswith("\n"):

@@ -7,6 +7,7 @@ the test advances time. It records everything a test wants to assert on.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -62,17 +63,35 @@ class Driver:
     reject_next: list[DiscordFailure] = field(default_factory=list)  # refuse the next sends
     refused: int = 0  # sends refused so far
 
+    _events: deque[Event] = field(default_factory=deque, init=False, repr=False)
+    _feeding: bool = field(default=False, init=False, repr=False)
+
     def __post_init__(self) -> None:
         self.state = initial_state(self.config, suppress_user_errors=self.suppress_user_errors)
 
     # -- feeding -------------------------------------------------------------------------
 
     def feed(self, event: Event) -> tuple[Effect, ...]:
-        self.state, effects = step(self.state, event)
-        self.effects.extend(effects)
-        for effect in effects:
-            self._note(effect)
-        return effects
+        """Step `event`, and the events its effects cause (Discord's answers), in order.
+
+        Answers are queued rather than fed from inside `_note`, so a stream of any length
+        runs in a loop instead of a recursion.
+        """
+        self._events.append(event)
+        if self._feeding:
+            return ()
+        produced: list[Effect] = []
+        self._feeding = True
+        try:
+            while self._events:
+                self.state, effects = step(self.state, self._events.popleft())
+                self.effects.extend(effects)
+                produced.extend(effects)
+                for effect in effects:
+                    self._note(effect)
+        finally:
+            self._feeding = False
+        return tuple(produced)
 
     def start(self, pending: StopRequest | None = None) -> tuple[Effect, ...]:
         return self.feed(Started(self.now, pending))
