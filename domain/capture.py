@@ -157,7 +157,8 @@ class _Where:
         if newline == -1:
             self.line += text
             return
-        for line in (self.line + text[: newline + 1]).splitlines():
+        # Lines end at "\n" only, as in the segmenter (not at \u2028 or a lone \r).
+        for line in (self.line + text[:newline]).split("\n"):
             if self.fence:
                 if closes_fence(line, self.fence):
                     self.fence = ""

@@ -233,17 +233,18 @@ def step(state: StreamState, event: Event) -> tuple[StreamState, tuple[Effect, .
     # The hot path (E10): plain text that completes no line and needs no capture.
     if type(event) is ChunkArrived:
         chunk = event.chunk
-        if (
-            type(chunk) is TextChunk
-            and chunk.usage is None
-            and not chunk.thoughts
-            and chunk.serving_provider is None
-        ):
+        if type(chunk) is TextChunk and chunk.usage is None and not chunk.thoughts:
             core = state.core
+            if chunk.serving_provider is not None and core.record.serving_provider is None:
+                return _slow(state, event)  # the first serving provider is recorded (B5)
             text = chunk.content
             tail = state.tail
             if len(tail) + len(text) <= core.tail_room and "\n" not in text and "<" not in text:
                 return StreamState(event.now + core.timeout, tail + text, core), _NO_EFFECTS
+    return _slow(state, event)
+
+
+def _slow(state: StreamState, event: Event) -> tuple[StreamState, tuple[Effect, ...]]:
     if state.core.phase == "finished":
         return state, _NO_EFFECTS  # nothing follows the result (B1)
     run = _Run(state)

@@ -13,11 +13,11 @@ lines and routes each one:
   scanned twice;
 - a run of table rows (`|` first) is held whole until a non-row line arrives (E2);
 - a fenced code block (a line starting with three or more backticks) is held until its
-  closing fence, when it is one segment if it fits a message (E3). Like a newline, the
-  closing fence is a boundary once a character follows it (see E6 below). A longer block leaves line by
-  line in pieces of at most `max_message_length`, each closed with the fence and the next one
-  reopened with the fence and language; a single line longer than a message is cut at a
-  grapheme boundary;
+  closing fence, when it is one segment if it fits a message (E3); like a newline, the
+  closing fence is a boundary once a character follows it (see E6 below). A longer block
+  leaves line by line in pieces of at most `max_message_length`, each closed with the fence
+  and the next one reopened with the fence and language; a single line longer than a
+  message is cut at a grapheme boundary;
 - at degree 3, the tail is also cut at sentence ends (abbreviation- and decimal-aware; a `.`
   at the very end waits for the next character).
 

@@ -53,6 +53,7 @@ from domain import (
 )
 from tests.answers import Answer, answers, chunkings, fences_balanced, oracle_key
 from tests.driver import Driver
+from tests.fuzz import examples
 
 _REQUESTERS = (None, "", "user-1", "send_message_limit", "flush_limit", "channel_deleted")
 _CODES = (10003, 50001, 50013, None)
@@ -386,14 +387,14 @@ def _visible_options(answer: Answer, fed: str) -> set[str]:
 
 TestStreamMachine = StreamMachine.TestCase
 TestStreamMachine.settings = settings(
-    max_examples=200,
+    max_examples=examples(200),
     stateful_step_count=60,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), max_len=st.sampled_from((200, 1950)), degree=st.sampled_from((0, 1)))
 def test_E10_the_fast_path_changes_nothing(data: st.DataObject, max_len: int, degree: int) -> None:
     """The machine skips segmentation for plain chunks; that must not change a single message."""

@@ -15,8 +15,11 @@ from tests.answers import (
     same_text,
     without_closers,
 )
+from tests.fuzz import examples
 
-_SETTINGS = settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+_SETTINGS = settings(
+    max_examples=examples(300), suppress_health_check=[HealthCheck.too_slow], deadline=None
+)
 
 
 def segment(chunks: list[str], max_len: int, sentences: bool) -> list[segments.Piece]:

@@ -38,6 +38,7 @@ from domain import (
     initial_state,
     step,
 )
+from tests.fuzz import examples
 
 
 def _run(state: StreamState, *events: Event) -> StreamState:
@@ -167,7 +168,7 @@ _events = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(degree=st.integers(0, 3), history=st.lists(_events, max_size=25))
 def test_B1_any_history_gives_a_state_and_at_most_one_result(
     degree: int, history: list[Event]
