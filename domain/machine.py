@@ -151,6 +151,54 @@ class Outbox:
     pause: int | None = None  # token of the typing pause in progress
     next_seq: int = 1
 
+    # The three transitions of every message, built directly: `dataclasses.replace` costs
+    # several times more and these run once per piece or message.
+
+    def enqueue(self, pieces: list[segments.Piece]) -> Outbox:
+        return Outbox(
+            self.queue + tuple(pieces),
+            self.in_flight,
+            self.in_flight_text,
+            self.delivered,
+            self.sent,
+            self.last_sent_at,
+            self.first_url,
+            self.pause,
+            self.next_seq,
+        )
+
+    def sending(self, taken: int, text: str) -> Outbox:
+        """The first `taken` pieces leave the queue as message `next_seq`."""
+        seq = self.next_seq
+        return Outbox(
+            self.queue[taken:],
+            seq,
+            text,
+            self.delivered,
+            self.sent,
+            self.last_sent_at,
+            self.first_url,
+            self.pause,
+            seq + 1,
+        )
+
+    def accepted(self, now: float, url: str | None) -> Outbox:
+        """Discord accepted the request in flight (F2: only accepted content counts)."""
+        text = self.in_flight_text
+        if text is None:  # an embed
+            return replace(self, in_flight=None)
+        return Outbox(
+            self.queue,
+            None,
+            None,
+            (self.delivered, text),
+            self.sent + 1,
+            now,
+            self.first_url if self.first_url is not None else url,
+            self.pause,
+            self.next_seq,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Ending:
@@ -446,7 +494,7 @@ class _Run:
     def visible(self, text: str) -> None:
         self.seg, self.tail, pieces = segments.feed(self.seg, self.tail, text)
         if pieces:
-            self.out = replace(self.out, queue=self.out.queue + tuple(pieces))
+            self.out = self.out.enqueue(pieces)
 
     def retract(self) -> None:
         """E4: a stray closing think tag; what was not sent yet was reasoning after all."""
@@ -562,16 +610,8 @@ class _Run:
                     self.effects.append(TypingPause(token, ready_at - now))
                     self.out = replace(out, pause=token, next_seq=token + 1)
                     return
-            seq = out.next_seq
-            self.effects.append(SendMessage(seq, content, reply=out.sent == 0))
-            out = replace(
-                out,
-                queue=out.queue[taken:],
-                in_flight=seq,
-                in_flight_text=content,
-                next_seq=seq + 1,
-            )
-            self.out = out
+            self.effects.append(SendMessage(out.next_seq, content, reply=out.sent == 0))
+            self.out = out.sending(taken, content)
             return
         self.out = out
         if ending is None or out.queue:
@@ -595,17 +635,7 @@ class _Run:
         self.internal_stop(reason, now)
 
     def delivered(self, now: float, url: str | None) -> None:
-        out = self.out
-        text = out.in_flight_text
-        if text is not None:
-            out = replace(
-                out,
-                delivered=(out.delivered, text),
-                sent=out.sent + 1,
-                last_sent_at=now,
-                first_url=out.first_url if out.first_url is not None else url,
-            )
-        self.out = replace(out, in_flight=None, in_flight_text=None)
+        self.out = self.out.accepted(now, url)
         self.pump(now)
 
     def rejected(self, now: float, failure: DiscordFailure) -> None:
