@@ -259,7 +259,6 @@ def initial_state(
 ) -> StreamState:
     """A machine in phase `ready`, waiting for `Started`."""
     settings = Settings(config, locale, suppress_user_errors, catalogue)
-    seg = segments.new_segmenter(config.max_message_length, sentences=config.humanizer_degree == 3)
     core = Core(
         phase="ready",
         settings=settings,
@@ -268,7 +267,7 @@ def initial_state(
         armed_at=math.nan,
         tail_room=-1,
         capture=capture.IDLE,
-        seg=seg,
+        seg=_fresh_segmenter(config),
         record=Record(),
         out=Outbox(),
         ending=None,
