@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Self, TypeVar
 
 from returns.result import Failure, Result, Success
 
@@ -41,21 +42,28 @@ class StreamConfig:
             raise ValueError(f"StreamConfig: {problem}")
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str]) -> StreamConfig:
+    def from_env(cls, environ: Mapping[str, str]) -> Self:
         """Build a config from environment variables; raise `ValueError` naming a bad one.
 
         `INACTIVITY_TIMEOUT_MS` (milliseconds), `CORDSTREAM_SEND_MESSAGE_LIMIT`,
         `CORDSTREAM_FLUSH_LIMIT`, `CORDSTREAM_MAX_MESSAGE_LENGTH`,
         `CORDSTREAM_HUMANIZER_DEGREE`; unset or empty variables keep the defaults.
         """
-        parsed = parse_env(environ)
+        parsed = parse_env(environ, cls)
         if isinstance(parsed, Failure):
             raise ValueError(parsed.failure())
         return parsed.unwrap()
 
 
-def parse_env(environ: Mapping[str, str]) -> Result[StreamConfig, str]:
-    """The pure half of `StreamConfig.from_env`: a config, or a message naming the bad variable."""
+def parse_env(
+    environ: Mapping[str, str],
+    kind: type[_Config] = StreamConfig,  # type: ignore[assignment]
+) -> Result[_Config, str]:
+    """The pure half of `StreamConfig.from_env`: a config, or a message naming the bad variable.
+
+    `kind` is the class to build (`shell.StreamConfig` re-exports this one with a zero-argument
+    `from_env()` that reads the process environment).
+    """
     values: dict[str, float | int] = {}
     for name, key, unit in _ENV_FIELDS:
         text = environ.get(name, "").strip()
@@ -67,10 +75,12 @@ def parse_env(environ: Mapping[str, str]) -> Result[StreamConfig, str]:
             return Failure(f"{name}={text!r} is not a number")
         values[key] = number / unit if key == "inactivity_timeout" else number
     try:
-        return Success(StreamConfig(**values))  # type: ignore[arg-type]  # keys from _ENV_FIELDS
+        return Success(kind(**values))  # type: ignore[arg-type]  # keys from _ENV_FIELDS
     except ValueError as error:
         return Failure(str(error))
 
+
+_Config = TypeVar("_Config", bound=StreamConfig)
 
 _ENV_FIELDS: tuple[tuple[str, str, float], ...] = (
     ("INACTIVITY_TIMEOUT_MS", "inactivity_timeout", 1000.0),

@@ -291,6 +291,18 @@ def step(state: StreamState, event: Event) -> tuple[StreamState, tuple[Effect, .
     return _slow(state, event)
 
 
+def abandon(state: StreamState, error: BaseException, now: float) -> StreamResult:
+    """The result of a stream the shell cannot drive to its end: `error`, with what Discord
+    accepted so far (B1, B9). For the shell's last resort; a finished state keeps its result.
+    """
+    run = _Run(state)
+    run.ending = Ending("error", "natural", error)
+    run.finish(now)
+    finish = run.effects[-1]
+    assert isinstance(finish, Finish)  # finish() always ends with it
+    return finish.result
+
+
 def _slow(state: StreamState, event: Event) -> tuple[StreamState, tuple[Effect, ...]]:
     if state.core.phase == "finished":
         return state, _NO_EFFECTS  # nothing follows the result (B1)

@@ -1,0 +1,20 @@
+"""`StreamConfig` for bot code: the core's config, with `from_env()` reading the process env."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Self
+
+from domain import config as _domain
+
+
+@dataclass(frozen=True, slots=True)
+class StreamConfig(_domain.StreamConfig):
+    """The same fields and checks as `domain.StreamConfig` (see there)."""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Self:
+        """Read `INACTIVITY_TIMEOUT_MS` and the `CORDSTREAM_*` variables (default: os.environ)."""
+        return super().from_env(os.environ if environ is None else environ)

@@ -1,0 +1,56 @@
+"""What a bot hands `stream_to_discord`: where to stream, and the provider (SPEC §A)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
+
+import discord
+
+from domain import ProcessedChunk, ProviderError
+from domain.config import StreamConfig
+
+Raw = TypeVar("Raw")
+
+
+@dataclass(frozen=True)
+class StreamContext:
+    """One stream's Discord side.
+
+    - `channel`: where messages go; any `discord.abc.Messageable` with an `.id` (a text
+      channel, thread, DM). Its id keys the stop registry.
+    - `reply_to`: the user's message; the first message replies to it without pinging (F1).
+    - `suppress_user_errors`: send no error, timeout or warning embed (G7), e.g. while the
+      tool loop retries.
+    - `on_stream_progress`: called on every chunk, before `process_chunk` (B5); an exception
+      it raises is ignored, so a heartbeat cannot break a stream.
+    - `locale`: for embed texts (see `domain.catalogue`).
+    - `allowed_mentions`: passed to every send; the default pings nobody, so model output
+      can never ping @everyone, a role or a user (F1).
+    """
+
+    channel: discord.abc.Messageable
+    reply_to: discord.Message | discord.PartialMessage | None = None
+    suppress_user_errors: bool = False
+    on_stream_progress: Callable[[], None] | None = None
+    locale: str = "en"
+    allowed_mentions: discord.AllowedMentions = field(default_factory=discord.AllowedMentions.none)
+
+
+class StreamProvider(Protocol[Raw]):
+    """A model's stream, adapted: raw items in, processed chunks out (SPEC §A)."""
+
+    name: str
+
+    def start_stream(self, config: StreamConfig, context: StreamContext) -> AsyncIterator[Raw]:
+        """Open the stream. Called only when no stop is pending (B4); closed with `aclose()`."""
+        ...
+
+    def process_chunk(self, raw: Raw) -> ProcessedChunk:
+        """Turn one raw item into a chunk. May raise: that ends the stream as `error` (B13)."""
+        ...
+
+    def describe_error(self, error: ProviderError, locale: str) -> str | None:
+        """A short headline for an error embed, or None for the generic one (G1)."""
+        ...

@@ -1,0 +1,85 @@
+"""The Discord boundary: sends and typing, with failures turned into values (SPEC F1, F4, G).
+
+Every call goes through discord.py's `Messageable.send`, with the context's
+`allowed_mentions` (F1). `future_safe` turns what discord.py raises — `NotFound`,
+`Forbidden`, `HTTPException`, `DiscordServerError` after its own retries, connection errors —
+into an `IOFailure`; `outcome` turns either result into the event the core decides on (F4):
+the core, not this module, knows that 10003 means the channel is gone.
+"""
+
+from __future__ import annotations
+
+import discord
+from returns.future import future_safe
+from returns.io import IOFailure, IOResultE, IOSuccess
+from returns.result import Failure, Success
+
+from domain import Delivered, DiscordFailure, EmbedSpec, Rejected
+
+_COLOURS = {"warning": discord.Colour.orange(), "error": discord.Colour.red()}
+
+
+@future_safe
+async def send_message(
+    channel: discord.abc.Messageable,
+    content: str,
+    *,
+    reply_to: discord.Message | discord.PartialMessage | None,
+    allowed_mentions: discord.AllowedMentions,
+) -> discord.Message:
+    """Send one message; a reply to `reply_to` when given, never pinging its author (F1).
+
+    A deleted `reply_to` does not fail the send (`fail_if_not_exists=False`): the message
+    then goes out as a plain one.
+    """
+    if reply_to is None:
+        return await channel.send(content, allowed_mentions=allowed_mentions)
+    return await channel.send(
+        content,
+        allowed_mentions=allowed_mentions,
+        reference=reply_to.to_reference(fail_if_not_exists=False),
+        mention_author=False,
+    )
+
+
+@future_safe
+async def send_embed(
+    channel: discord.abc.Messageable, spec: EmbedSpec, *, allowed_mentions: discord.AllowedMentions
+) -> discord.Message:
+    """Send an embed built from the core's `EmbedSpec` (G)."""
+    embed = discord.Embed(
+        title=spec.title, description=spec.description, colour=_COLOURS[spec.colour]
+    )
+    return await channel.send(embed=embed, allowed_mentions=allowed_mentions)
+
+
+@future_safe
+async def trigger_typing(channel: discord.abc.Messageable) -> None:
+    """Show "is typing…" once (it lasts about ten seconds or until the next message)."""
+    await channel.typing()
+
+
+def outcome(seq: int, now: float, result: IOResultE[discord.Message]) -> Delivered | Rejected:
+    """The event for the core: Discord accepted send `seq`, or refused it and why (F4)."""
+    match result:
+        case IOSuccess(Success(message)):
+            return Delivered(now, seq, message.jump_url)
+        case IOFailure(Failure(error)):
+            return Rejected(now, seq, failure(error))
+    raise AssertionError(f"not an IOResult: {result!r}")  # pragma: no cover
+
+
+def failure(error: BaseException) -> DiscordFailure:
+    """Discord's JSON error code and HTTP status, when the failure came from Discord."""
+    if isinstance(error, discord.HTTPException):
+        return DiscordFailure(error.code or None, error.status, error)
+    return DiscordFailure(None, None, error)  # a connection error, a timeout
+
+
+__all__ = [
+    "failure",
+    "outcome",
+    "send_embed",
+    "send_message",
+    "trigger_typing",
+]

@@ -1,0 +1,334 @@
+"""`StreamOrchestrator.stream_to_discord`: the core's effects, carried out against discord.py.
+
+Theory of operation
+-------------------
+One `_Stream` runs one call. It owns the loop's clock (`loop.time()`), one timer handle, the
+Discord and typing tasks, and the provider's iterator; the decisions are all the core's
+(`domain.step`). Events reach the core from four places, each fed synchronously, one at a
+time (the loop is single-threaded, and `step` is pure and quick):
+
+- the caller's task reads the provider: `await anext(iterator)`, then, per chunk, the
+  registry check, `on_stream_progress`, `process_chunk`, `describe_error` for an error, and
+  `ChunkArrived` (B5);
+- a `loop.call_at` timer feeds `TimerFired` (B2);
+- the registry calls back when a stop or follow-up is registered for the channel (B3);
+- a task per Discord request feeds `Delivered`/`Rejected`, a task per typing pause
+  `PauseOver`.
+
+A stop, a follow-up or the deadline must take effect while the provider hangs inside
+`__anext__`. The mechanism is the cheapest there is: nothing per chunk (no task, no timer
+rescheduling); when the core answers an event with `CloseProvider`, the caller's task is
+cancelled while — and only while — it waits in `__anext__`, and that cancellation is told
+apart from the caller's own with `Task.cancelling()`/`uncancel()`, as `asyncio.timeout` does.
+
+Exit: the iterator is closed with `aclose()` (B10); the timer, the registry listener and every
+task are gone before the call returns (B11). The call never raises (B1): a fault in this
+module becomes an `error` result with what was delivered; only the caller's own cancellation
+propagates, after the same cleanup.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any
+
+import discord
+
+from domain import (
+    DEFAULT_CATALOGUE,
+    ArmTimer,
+    Catalogue,
+    ChunkArrived,
+    CloseProvider,
+    ConsumeRequest,
+    Effect,
+    EmbedSpec,
+    ErrorChunk,
+    Event,
+    Finish,
+    PauseOver,
+    ProviderCrashed,
+    ProviderEnded,
+    SendEmbed,
+    SendMessage,
+    Started,
+    StopRequest,
+    StopRequested,
+    StreamResult,
+    TimerFired,
+    TypingPause,
+    initial_state,
+    step,
+)
+from domain.config import StreamConfig
+from domain.machine import abandon
+from shell import delivery
+from shell.context import StreamContext, StreamProvider
+from shell.stops import DEFAULT_STOPS, StopRegistry
+
+# How long closing a provider may take before the stream gives up on it.
+CLOSE_TIMEOUT = 5.0
+
+
+class StreamOrchestrator:
+    """Streams providers into Discord. One orchestrator serves any number of streams at once.
+
+    `stops`: the stop registry; by default the process-wide `shell.stops.DEFAULT_STOPS`,
+    which a `/stop` command reaches through `request_stop` on any orchestrator.
+    """
+
+    def __init__(
+        self, stops: StopRegistry | None = None, *, catalogue: Catalogue = DEFAULT_CATALOGUE
+    ) -> None:
+        self.stops = stops if stops is not None else DEFAULT_STOPS
+        self.catalogue = catalogue
+
+    async def stream_to_discord(
+        self, provider: StreamProvider[Any], config: StreamConfig, context: StreamContext
+    ) -> StreamResult:
+        """Stream one provider response into `context.channel`; one result, never raises."""
+        return await _Stream(self, provider, config, context).run()
+
+    def request_stop(
+        self, channel_id: int, requester_id: str | None = None, context: object = None
+    ) -> bool:
+        """Stop the channel's stream (C2); `context` comes back as `result.stop_context`."""
+        return self.stops.request_stop(channel_id, requester_id, context)
+
+    def request_follow_up(self, channel_id: int, requester_id: str) -> bool:
+        """A new user message: end the stream as `follow_up_interrupt` (C3)."""
+        return self.stops.request_follow_up(channel_id, requester_id)
+
+    def has_stop_request(self, channel_id: int) -> bool:
+        return self.stops.has_stop_request(channel_id)
+
+
+class _Stream:
+    """One `stream_to_discord` call (see the module docstring)."""
+
+    def __init__(
+        self,
+        orchestrator: StreamOrchestrator,
+        provider: StreamProvider[Any],
+        config: StreamConfig,
+        context: StreamContext,
+    ) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.stops = orchestrator.stops
+        self.provider = provider
+        self.config = config
+        self.context = context
+        self.channel_id: int = getattr(context.channel, "id", 0)
+        self.state = initial_state(
+            config,
+            locale=context.locale,
+            suppress_user_errors=context.suppress_user_errors,
+            catalogue=orchestrator.catalogue,
+        )
+        self.result: StreamResult | None = None
+        self.finished = asyncio.Event()
+        self.timer: asyncio.TimerHandle | None = None
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.reader: asyncio.Task[Any] | None = None  # the caller's task, while in __anext__
+        self.interrupts = 0  # cancellations of the reader that are ours
+        self.fed_request: StopRequest | None = None
+
+    # -- the caller's task ---------------------------------------------------------------
+
+    async def run(self) -> StreamResult:
+        unlisten = self.stops.listen(self.channel_id, self.on_registry)
+        try:
+            try:
+                await self.stream()
+            except asyncio.CancelledError:
+                raise  # the caller's own cancellation: clean up (below) and let it through
+            except Exception as error:
+                self.feed(ProviderCrashed(self.loop.time(), error))
+                if self.result is None:
+                    self.result = abandon(self.state, error, self.loop.time())
+            return self.result if self.result is not None else self.give_up()
+        finally:
+            unlisten()
+            if self.timer is not None:
+                self.timer.cancel()
+            for task in self.tasks:
+                task.cancel()
+            if self.tasks:
+                await asyncio.gather(*self.tasks, return_exceptions=True)
+
+    async def stream(self) -> None:
+        if not isinstance(getattr(self.context.channel, "id", None), int):
+            raise TypeError("StreamContext.channel must have an int `id`")
+        self.feed(Started(self.loop.time(), self.stops.peek(self.channel_id)))
+        if self.state.wants_chunks:  # B4: a pending request resolves before the provider
+            try:
+                iterator = self.provider.start_stream(self.config, self.context)
+            except Exception as error:
+                self.feed(ProviderCrashed(self.loop.time(), error))
+            else:
+                try:
+                    await self.read(iterator)
+                finally:
+                    await self.close(iterator)
+        await self.finished.wait()
+
+    async def read(self, iterator: AsyncIterator[Any]) -> None:
+        """Pull chunks until the core wants no more (B5, B6, B7, B13)."""
+        task = asyncio.current_task()
+        provider, context = self.provider, self.context
+        progress = context.on_stream_progress
+        while self.wants_chunks():
+            self.reader = task
+            try:
+                raw = await anext(iterator)
+            except StopAsyncIteration:
+                self.feed(ProviderEnded(self.loop.time()))
+                return
+            except asyncio.CancelledError:
+                if not self.ours(task):
+                    raise
+                return  # CloseProvider interrupted the read: the core is ending the stream
+            except Exception as error:
+                self.feed(ProviderCrashed(self.loop.time(), error))
+                return
+            finally:
+                self.reader = None
+            if self.interrupts and task is not None:
+                # The provider swallowed our cancellation and yielded anyway: take it back.
+                self.interrupts = 0
+                task.uncancel()
+            self.check_registry()  # B5: a stop registered while the chunk was on its way
+            if not self.wants_chunks():
+                return
+            if progress is not None:
+                with contextlib.suppress(Exception):
+                    progress()
+            try:
+                chunk = provider.process_chunk(raw)
+                headline = None
+                if isinstance(chunk, ErrorChunk) and chunk.error is not None:
+                    headline = self.headline(chunk)
+            except Exception as error:
+                self.feed(ProviderCrashed(self.loop.time(), error))
+                return
+            self.feed(ChunkArrived(self.loop.time(), chunk, headline))
+
+    def wants_chunks(self) -> bool:
+        # A call, not the property inline: feeding events changes it between two reads.
+        return self.state.wants_chunks
+
+    def headline(self, chunk: ErrorChunk) -> str | None:
+        assert chunk.error is not None
+        try:
+            headline = self.provider.describe_error(chunk.error, self.context.locale)
+        except Exception:
+            return None
+        return headline if isinstance(headline, str) else None
+
+    def ours(self, task: asyncio.Task[Any] | None) -> bool:
+        """Whether a CancelledError in the reader came from `interrupt` only."""
+        if task is None or not self.interrupts:
+            return False
+        self.interrupts -= 1
+        return task.uncancel() == 0
+
+    async def close(self, iterator: AsyncIterator[Any]) -> None:
+        """B10: close the provider's iterator on every path, so the model stops billing."""
+        aclose = getattr(iterator, "aclose", None)
+        if aclose is None:
+            return
+        try:
+            async with asyncio.timeout(CLOSE_TIMEOUT):
+                await aclose()
+        except Exception:
+            pass
+
+    def give_up(self) -> StreamResult:  # pragma: no cover - the core always finishes
+        return abandon(self.state, RuntimeError("the stream ended without a result"), 0.0)
+
+    # -- events and effects ----------------------------------------------------------------
+
+    def feed(self, event: Event) -> None:
+        if self.result is not None:
+            return
+        self.state, effects = step(self.state, event)
+        for effect in effects:
+            self.apply(effect)
+
+    def apply(self, effect: Effect) -> None:
+        match effect:
+            case ArmTimer(at=at):
+                if self.timer is not None:
+                    self.timer.cancel()
+                self.timer = self.loop.call_at(at, self.on_timer, at)
+            case CloseProvider():
+                self.interrupt()
+            case SendMessage(seq=seq, content=content, reply=reply):
+                reply_to = self.context.reply_to if reply else None
+                self.spawn(self.send_message(seq, content, reply_to))
+            case SendEmbed(seq=seq, embed=embed):
+                self.spawn(self.send_embed(seq, embed))
+            case TypingPause(token=token, seconds=seconds):
+                self.spawn(self.pause(token, seconds))
+            case ConsumeRequest(request=request):
+                self.stops.consume(self.channel_id, request)
+            case Finish(result=result):
+                self.result = result
+                self.interrupt()
+                if self.timer is not None:
+                    self.timer.cancel()
+                self.finished.set()
+
+    def interrupt(self) -> None:
+        """Cancel the caller's task if — and only if — it is waiting in `__anext__`."""
+        reader = self.reader
+        if reader is not None and reader is not asyncio.current_task():
+            self.reader = None
+            self.interrupts += 1
+            reader.cancel()
+
+    def on_timer(self, armed_for: float) -> None:
+        self.timer = None
+        self.feed(TimerFired(self.loop.time(), armed_for))
+
+    def on_registry(self) -> None:
+        self.loop.call_soon(self.check_registry)
+
+    def check_registry(self) -> None:
+        request = self.stops.peek(self.channel_id)
+        if request is not None and request is not self.fed_request:
+            self.fed_request = request
+            self.feed(StopRequested(self.loop.time(), request))
+
+    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = self.loop.create_task(work)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    # -- Discord and typing ------------------------------------------------------------------
+
+    async def send_message(
+        self, seq: int, content: str, reply_to: discord.Message | discord.PartialMessage | None
+    ) -> None:
+        sent = await delivery.send_message(
+            self.context.channel,
+            content,
+            reply_to=reply_to,
+            allowed_mentions=self.context.allowed_mentions,
+        )
+        self.feed(delivery.outcome(seq, self.loop.time(), sent))
+
+    async def send_embed(self, seq: int, embed: EmbedSpec) -> None:
+        sent = await delivery.send_embed(
+            self.context.channel, embed, allowed_mentions=self.context.allowed_mentions
+        )
+        self.feed(delivery.outcome(seq, self.loop.time(), sent))
+
+    async def pause(self, token: int, seconds: float) -> None:
+        """E9: typing, then the pause; a stop in between makes the core stop waiting for it."""
+        deadline = self.loop.time() + seconds
+        await delivery.trigger_typing(self.context.channel)  # a failure here changes nothing
+        await asyncio.sleep(max(0.0, deadline - self.loop.time()))
+        self.feed(PauseOver(self.loop.time(), token))
