@@ -1,0 +1,123 @@
+"""The stop registry in the shell (SPEC C1–C3, C5, C8): one entry per channel, woken at once."""
+
+from __future__ import annotations
+
+from shell import StreamOrchestrator
+from shell.stops import DEFAULT_STOPS, StopRegistry
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_C1_one_entry_per_channel_with_kind_requester_context_and_time() -> None:
+    clock = Clock()
+    stops = StopRegistry(clock=clock)
+    assert stops.request_stop(1, "user-1", context="the /stop message")
+    entry = stops.peek(1)
+    assert entry is not None
+    assert (entry.kind, entry.requester_id, entry.context, entry.at) == (
+        "stop",
+        "user-1",
+        "the /stop message",
+        1000.0,
+    )
+    assert stops.peek(2) is None
+    assert len(stops) == 1
+
+
+def test_C2_a_stop_replaces_a_follow_up_and_an_earlier_stop() -> None:
+    stops = StopRegistry()
+    assert stops.request_follow_up(1, "user-1")
+    assert stops.request_stop(1, "user-2")
+    assert stops.request_stop(1, None)  # a system stop
+    entry = stops.peek(1)
+    assert entry is not None
+    assert (entry.kind, entry.requester_id) == ("stop", None)
+
+
+def test_C2_an_empty_requester_is_a_system_stop() -> None:
+    stops = StopRegistry()
+    stops.request_stop(1, "")
+    entry = stops.peek(1)
+    assert entry is not None
+    assert entry.requester_id is None
+
+
+def test_C3_a_follow_up_is_refused_while_a_stop_is_pending() -> None:
+    stops = StopRegistry()
+    stops.request_stop(1, "user-1")
+    assert not stops.request_follow_up(1, "user-2")
+    entry = stops.peek(1)
+    assert entry is not None
+    assert entry.kind == "stop"
+
+
+def test_C3_a_follow_up_replaces_an_earlier_follow_up() -> None:
+    stops = StopRegistry()
+    stops.request_follow_up(1, "user-1")
+    assert stops.request_follow_up(1, "user-2")
+    entry = stops.peek(1)
+    assert entry is not None
+    assert entry.requester_id == "user-2"
+
+
+def test_C5_consume_removes_only_the_entry_that_was_resolved() -> None:
+    stops = StopRegistry()
+    stops.request_follow_up(1, "user-1")
+    resolved = stops.peek(1)
+    assert resolved is not None
+    stops.request_stop(1, "user-2")  # registered after the stream resolved the follow-up
+    stops.consume(1, resolved)
+    assert stops.has_stop_request(1)  # the newer entry stays for the next stream
+    newer = stops.peek(1)
+    assert newer is not None
+    stops.consume(1, newer)
+    assert not stops.has_stop_request(1)
+
+
+def test_C8_entries_older_than_five_minutes_are_swept_by_the_registry() -> None:
+    clock = Clock()
+    stops = StopRegistry(clock=clock)
+    stops.request_stop(1, "user-1")
+    stops.request_stop(2, "user-1")
+    clock.now += 299.0
+    assert stops.has_stop_request(1)
+    clock.now += 2.0
+    assert not stops.has_stop_request(1)
+    assert len(stops) == 0  # channel 2 swept too, without anyone asking for it
+
+
+def test_B3_listeners_are_called_when_an_entry_is_registered() -> None:
+    stops = StopRegistry()
+    calls: list[str] = []
+    unlisten = stops.listen(1, lambda: calls.append("woken"))
+    stops.request_stop(2, "user-1")  # another channel
+    stops.request_stop(1, "user-1")
+    assert calls == ["woken"]
+    stops.request_stop(1, "user-1")
+    assert calls == ["woken", "woken"]
+    unlisten()
+    assert stops.listening() == 0
+    stops.request_stop(1, "user-1")
+    assert calls == ["woken", "woken"]
+
+
+def test_B3_a_refused_follow_up_wakes_nobody() -> None:
+    stops = StopRegistry()
+    stops.request_stop(1, "user-1")
+    calls: list[str] = []
+    stops.listen(1, lambda: calls.append("woken"))
+    assert not stops.request_follow_up(1, "user-2")
+    assert calls == []
+
+
+def test_C_a_module_level_registry_is_shared_by_default() -> None:
+    assert StreamOrchestrator().stops is DEFAULT_STOPS
+    assert StreamOrchestrator().stops is StreamOrchestrator().stops
+    own = StopRegistry()
+    assert StreamOrchestrator(own).stops is own
