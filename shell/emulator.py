@@ -1,0 +1,965 @@
+"""A local Discord REST emulator that a real `discord.Client` can talk to.
+
+An aiohttp server on 127.0.0.1 (random port) serving the part of Discord's REST API v10 that
+cordstream uses: `Client.login()` (`GET /users/@me`, `GET /oauth2/applications/@me`),
+`fetch_channel` (a guild text channel), `fetch_message`, sending and editing messages (JSON
+bodies), and the typing indicator. Replies are shaped the way discord.py parses them:
+`Content-Type: application/json` exactly, complete message objects, Discord's error codes.
+
+    async with DiscordEmulator() as discord_api, discord_client(discord_api) as client:
+        channel = await client.fetch_channel(discord_api.channel_id)
+        discord_api.inject(RateLimited(retry_after=2.0), route="send")
+        await channel.send("hi")                    # discord.py waits 2 s, then retries
+        assert discord_api.text() == "hi"
+
+It records every request (`requests`) and each channel's transcript (`messages()`): the
+messages Discord accepted, with the mentions that would ping according to Discord's rules.
+Faults are injected on demand, first in first out: `inject(fault, route=..., times=...)`.
+A faulted request is not accepted (no transcript entry), except `Delay(...)` without `then`,
+which answers normally after the delay. Every wait is an `asyncio.sleep`, so virtual time
+(looptime) applies to the emulator as it does to discord.py's retries.
+
+Not implemented: the gateway, attachments (multipart bodies are refused with 400), reactions,
+deletes, threads, stickers, polls, components' behaviour, forwards (message_reference type 1),
+permissions (use the 403 faults), Discord's own rate limit buckets (no `X-RateLimit-*` headers:
+429s happen only when injected, and a global 429 is not enforced on other requests), content
+trimming, and code-block awareness of mentions (a mention inside backticks is counted as a
+ping, which errs on the side of reporting one; so is a ping in a message flagged
+SUPPRESS_NOTIFICATIONS, or in an edit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, Final, Literal, Self
+
+import discord
+import discord.http
+from aiohttp import web
+from multidict import CIMultiDict, CIMultiDictProxy
+
+__all__ = [
+    "BAD_GATEWAY",
+    "INTERNAL_SERVER_ERROR",
+    "MISSING_ACCESS",
+    "MISSING_PERMISSIONS",
+    "UNKNOWN_CHANNEL",
+    "Delay",
+    "DiscordEmulator",
+    "Drop",
+    "ErrorReply",
+    "Fault",
+    "FaultRoute",
+    "Pings",
+    "RateLimited",
+    "RecordedRequest",
+    "RouteKind",
+    "SentMessage",
+    "discord_client",
+    "would_ping",
+]
+
+JSONObject = dict[str, Any]
+
+RouteKind = Literal["login", "fetch", "send", "edit", "typing", "other"]
+"""What a request was for: `login` (users/@me, applications/@me), `fetch` (a channel or a
+message), `send`, `edit`, `typing`, or `other` (a route the emulator does not serve)."""
+
+FaultRoute = Literal["login", "fetch", "send", "edit", "typing", "other", "any"]
+
+API_PREFIX: Final = "/api/v10"
+DISCORD_EPOCH_MS: Final = 1_420_070_400_000
+MAX_CONTENT: Final = 2000
+MAX_EMBEDS: Final = 10
+MAX_EMBED_TOTAL: Final = 6000
+MAX_ALLOWED_IDS: Final = 100
+# (path inside an embed, limit) for the text fields Discord bounds individually.
+_EMBED_LIMITS: Final[tuple[tuple[tuple[str, ...], int], ...]] = (
+    (("title",), 256),
+    (("description",), 4096),
+    (("footer", "text"), 2048),
+    (("author", "name"), 256),
+)
+_MAX_FIELDS: Final = 25
+_FIELD_NAME: Final = 256
+_FIELD_VALUE: Final = 1024
+
+_USER_MENTION: Final = re.compile(r"<@!?(\d+)>")
+_ROLE_MENTION: Final = re.compile(r"<@&(\d+)>")
+
+
+# --------------------------------------------------------------------------------------------
+# Faults
+
+
+@dataclass(frozen=True)
+class RateLimited:
+    """A 429. With `via` (the default) the reply carries a `Via` header and a JSON body with
+    `retry_after`, so discord.py sleeps `retry_after` seconds and retries; without it, the reply
+    looks like a Cloudflare ban and discord.py raises `discord.HTTPException` (status 429) at
+    once. `is_global` marks a global limit (discord.py holds every request during the wait)."""
+
+    retry_after: float = 1.0
+    is_global: bool = False
+    via: bool = True
+
+
+@dataclass(frozen=True)
+class ErrorReply:
+    """An error status with Discord's JSON error body `{"message", "code"}`; with `text` the
+    body is `message` as `text/html` instead (as Cloudflare answers a 502)."""
+
+    status: int
+    code: int = 0
+    message: str = ""
+    text: bool = False
+
+
+@dataclass(frozen=True)
+class Drop:
+    """Close the connection without answering. discord.py then raises
+    `aiohttp.ServerDisconnectedError` from a send or an edit (it retries only connection resets
+    with the Windows/macOS errnos); aiohttp itself silently retries an idempotent request (a
+    GET) once when the dropped connection was a reused keep-alive one."""
+
+
+@dataclass(frozen=True)
+class Delay:
+    """A slow reply: wait `seconds` (an `asyncio.sleep`), then answer normally (the request is
+    accepted then) or with the fault `then`."""
+
+    seconds: float
+    then: RateLimited | ErrorReply | Drop | None = None
+
+
+Fault = RateLimited | ErrorReply | Drop | Delay
+
+MISSING_ACCESS: Final = ErrorReply(403, 50001, "Missing Access")
+MISSING_PERMISSIONS: Final = ErrorReply(403, 50013, "Missing Permissions")
+UNKNOWN_CHANNEL: Final = ErrorReply(404, 10003, "Unknown Channel")
+INTERNAL_SERVER_ERROR: Final = ErrorReply(500, 0, "500: Internal Server Error")
+BAD_GATEWAY: Final = ErrorReply(
+    502, 0, "<html><head><title>502 Bad Gateway</title></head></html>", text=True
+)
+
+
+# --------------------------------------------------------------------------------------------
+# Records
+
+
+@dataclass
+class RecordedRequest:
+    """One request as the emulator received it. `status` is the status answered (None while the
+    request is pending, and for a dropped connection); `fault` the injected fault it consumed."""
+
+    method: str
+    path: str
+    kind: RouteKind
+    channel_id: int | None
+    json: Any
+    headers: Mapping[str, str]
+    at: float
+    status: int | None = None
+    fault: Fault | None = None
+
+
+@dataclass(frozen=True)
+class Pings:
+    """Who a message notifies under Discord's rules. `everyone`: an `@everyone`/`@here` that
+    pings; `users`/`roles`: ids from `<@id>`, `<@!id>`, `<@&id>` that ping; `replied_user`: the
+    author of the replied-to message when the reply pings them."""
+
+    everyone: bool = False
+    users: frozenset[int] = frozenset()
+    roles: frozenset[int] = frozenset()
+    replied_user: int | None = None
+
+    @property
+    def anyone(self) -> bool:
+        """Whether the message pings anybody at all."""
+        return (
+            self.everyone or bool(self.users) or bool(self.roles) or self.replied_user is not None
+        )
+
+    def __or__(self, other: Pings) -> Pings:
+        return Pings(
+            everyone=self.everyone or other.everyone,
+            users=self.users | other.users,
+            roles=self.roles | other.roles,
+            replied_user=self.replied_user if self.replied_user is not None else other.replied_user,
+        )
+
+
+@dataclass(frozen=True)
+class SentMessage:
+    """A message the emulator accepted, as sent: `content` (`""` for none), `embeds`,
+    `message_reference` and `allowed_mentions` (None when absent from the request), `pings`
+    (accumulated over the message's edits: a ping cannot be taken back), `edits` (how many
+    edits were accepted; content, embeds and allowed_mentions are the latest), and `at` (loop
+    time when it was accepted)."""
+
+    id: int
+    channel_id: int
+    content: str
+    embeds: tuple[JSONObject, ...]
+    message_reference: JSONObject | None
+    allowed_mentions: JSONObject | None
+    pings: Pings
+    flags: int
+    at: float
+    edits: int = 0
+
+
+def would_ping(
+    content: str,
+    allowed_mentions: Mapping[str, Any] | None,
+    replied_author: int | None = None,
+) -> Pings:
+    """The mentions in `content` that notify under `allowed_mentions` (Discord's defaults when
+    None: parse everything and ping the replied-to author). Embeds never ping."""
+    if allowed_mentions is None:
+        parse = {"everyone", "users", "roles"}
+        users: set[int] = set()
+        roles: set[int] = set()
+        replied = True
+    else:
+        parse = {str(kind) for kind in allowed_mentions.get("parse") or ()}
+        users = {int(x) for x in allowed_mentions.get("users") or ()}
+        roles = {int(x) for x in allowed_mentions.get("roles") or ()}
+        replied = bool(allowed_mentions.get("replied_user", False))
+    everyone = "everyone" in parse and ("@everyone" in content or "@here" in content)
+    user_ids = {int(x) for x in _USER_MENTION.findall(content)}
+    role_ids = {int(x) for x in _ROLE_MENTION.findall(content)}
+    return Pings(
+        everyone=everyone,
+        users=frozenset(u for u in user_ids if "users" in parse or u in users),
+        roles=frozenset(r for r in role_ids if "roles" in parse or r in roles),
+        replied_user=replied_author if replied else None,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Server state
+
+
+@dataclass
+class _Channel:
+    id: int
+    name: str
+    deleted: bool = False
+    wire: dict[int, JSONObject] = field(default_factory=dict)  # every message, by id
+    transcript: list[SentMessage] = field(default_factory=list)  # accepted through the API
+
+
+@dataclass
+class _Injected:
+    route: FaultRoute
+    fault: Fault
+    remaining: int | None
+    channel_id: int | None
+
+
+class _Reply(Exception):
+    """Raised inside a handler to answer with a Discord error body."""
+
+    def __init__(self, status: int, code: int, message: str, errors: JSONObject | None = None):
+        super().__init__(message)
+        self.status = status
+        self.body: JSONObject = {"message": message, "code": code}
+        if errors is not None:
+            self.body["errors"] = errors
+
+
+def _form_error(path: Sequence[str | int], code: str, message: str) -> _Reply:
+    """Discord's 50035 Invalid Form Body with one error at `path`."""
+    errors: JSONObject = {"_errors": [{"code": code, "message": message}]}
+    for key in reversed(path):
+        errors = {str(key): errors}
+    return _Reply(400, 50035, "Invalid Form Body", errors)
+
+
+def _json_response(
+    status: int, body: object, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    # `Content-Type` set by hand: aiohttp's `json_response` appends `; charset=utf-8`, which
+    # discord.py does not recognise as JSON.
+    all_headers = {"Content-Type": "application/json", **(headers or {})}
+    return web.Response(
+        status=status,
+        body=json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode(),
+        headers=all_headers,
+    )
+
+
+_Handler = Callable[["_Call"], Awaitable[web.StreamResponse]]
+
+
+@dataclass(frozen=True)
+class _Call:
+    request: web.Request
+    record: RecordedRequest
+    ids: tuple[int, ...]
+
+
+class DiscordEmulator:
+    """A local Discord REST API for one bot in one guild. Use as `async with DiscordEmulator()
+    as discord_api:`; a real client reaches it through `discord_client(discord_api)`.
+
+    `base_url` is `http://127.0.0.1:PORT/api/v10` (set once started); `token` the bot token it
+    accepts (anything else gets 401, so `login()` raises `discord.LoginFailure`); `user_id` the
+    bot's user id, `guild_id` its guild, `channel_id` the text channel created by default.
+    """
+
+    def __init__(self, *, token: str = "emulator-token", bot_name: str = "cordstream") -> None:
+        self.token: str = token
+        self.bot_name: str = bot_name
+        self.requests: list[RecordedRequest] = []
+        self._last_snowflake = 0
+        self.user_id: int = self._snowflake()
+        self.owner_id: int = self._snowflake()
+        self.guild_id: int = self._snowflake()
+        self._channels: dict[int, _Channel] = {}
+        self.channel_id: int = self.add_channel("general")
+        self._faults: list[_Injected] = []
+        self._in_flight: set[asyncio.Task[Any]] = set()
+        self._runner: web.AppRunner | None = None
+        self._port: int | None = None
+        self._routes: tuple[tuple[str, re.Pattern[str], RouteKind, _Handler], ...] = (
+            ("GET", re.compile(r"/users/@me"), "login", self._get_me),
+            ("GET", re.compile(r"/oauth2/applications/@me"), "login", self._get_application),
+            ("GET", re.compile(r"/channels/(\d+)"), "fetch", self._get_channel),
+            ("GET", re.compile(r"/channels/(\d+)/messages/(\d+)"), "fetch", self._get_message),
+            ("POST", re.compile(r"/channels/(\d+)/messages"), "send", self._send),
+            ("PATCH", re.compile(r"/channels/(\d+)/messages/(\d+)"), "edit", self._edit),
+            ("POST", re.compile(r"/channels/(\d+)/typing"), "typing", self._typing),
+        )
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Listen on 127.0.0.1 on a free port."""
+        if self._runner is not None:
+            raise RuntimeError("the emulator is already started")
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        self._runner = runner
+        self._port = int(runner.addresses[0][1])
+
+    async def close(self) -> None:
+        """Stop answering: pending (delayed) requests are cancelled, the server is shut down."""
+        runner, self._runner = self._runner, None
+        if runner is None:
+            return
+        for task in list(self._in_flight):
+            task.cancel()
+        await runner.cleanup()
+
+    @property
+    def base_url(self) -> str:
+        """`http://127.0.0.1:PORT/api/v10`, the value for `discord.http.Route.BASE`."""
+        if self._port is None:
+            raise RuntimeError("the emulator is not started")
+        return f"http://127.0.0.1:{self._port}{API_PREFIX}"
+
+    # ---- channels and messages --------------------------------------------------------------
+
+    def add_channel(self, name: str = "general") -> int:
+        """Create another text channel in the guild; returns its id."""
+        channel_id = self._snowflake()
+        self._channels[channel_id] = _Channel(channel_id, name)
+        return channel_id
+
+    def delete_channel(self, channel_id: int) -> None:
+        """Delete a channel: from now on every request about it gets 404 Unknown Channel
+        (10003). Its transcript stays readable."""
+        self._channel(channel_id).deleted = True
+
+    def post_user_message(
+        self, content: str, *, channel_id: int | None = None, author_id: int | None = None
+    ) -> int:
+        """A message written by a (human) user, e.g. one for the bot to reply to; returns its id.
+        It is not part of the transcript. `author_id` defaults to the application's owner."""
+        channel = self._channel(self.channel_id if channel_id is None else channel_id)
+        message_id = self._snowflake()
+        channel.wire[message_id] = self._wire_message(
+            message_id,
+            channel.id,
+            author=self._user(self.owner_id if author_id is None else author_id),
+            content=content,
+            embeds=[],
+            flags=0,
+            pings=Pings(),
+        )
+        return message_id
+
+    def messages(self, channel_id: int | None = None) -> list[SentMessage]:
+        """The transcript of a channel (default: `channel_id`): accepted messages, in order."""
+        return list(self._channel(self.channel_id if channel_id is None else channel_id).transcript)
+
+    def text(self, channel_id: int | None = None) -> str:
+        """The concatenated contents of the channel's transcript."""
+        return "".join(message.content for message in self.messages(channel_id))
+
+    # ---- faults ------------------------------------------------------------------------------
+
+    def inject(
+        self,
+        fault: Fault,
+        *,
+        route: FaultRoute = "any",
+        times: int | None = 1,
+        channel_id: int | None = None,
+    ) -> None:
+        """Answer the next `times` requests of kind `route` (for `channel_id` only, if given) with
+        `fault`; `times=None` until `clear_faults()`. Faults queue first in first out: a request
+        takes the oldest queued fault whose route is its kind or `"any"`."""
+        if times is not None and times < 1:
+            raise ValueError("times must be at least 1 (or None for every request)")
+        self._faults.append(_Injected(route, fault, times, channel_id))
+
+    def clear_faults(self) -> None:
+        """Forget every fault not yet consumed."""
+        self._faults.clear()
+
+    @property
+    def pending_faults(self) -> list[tuple[FaultRoute, Fault]]:
+        """The faults still queued, oldest first (a fault with `times=n` is listed once)."""
+        return [(entry.route, entry.fault) for entry in self._faults]
+
+    def _take_fault(self, kind: RouteKind, channel_id: int | None) -> Fault | None:
+        for index, entry in enumerate(self._faults):
+            if entry.route not in (kind, "any"):
+                continue
+            if entry.channel_id is not None and entry.channel_id != channel_id:
+                continue
+            if entry.remaining is not None:
+                entry.remaining -= 1
+                if entry.remaining == 0:
+                    del self._faults[index]
+            return entry.fault
+        return None
+
+    # ---- request handling --------------------------------------------------------------------
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        task = asyncio.current_task()
+        if task is not None:
+            self._in_flight.add(task)
+        try:
+            return await self._answer(request)
+        finally:
+            if task is not None:
+                self._in_flight.discard(task)
+
+    async def _answer(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        payload: Any = None
+        bad_json = False
+        if body and request.content_type == "application/json":
+            try:
+                payload = json.loads(body)
+            except ValueError:
+                bad_json = True
+        path = request.rel_url.path
+        handler, kind, ids, path_known = self._resolve(request.method, path)
+        record = RecordedRequest(
+            method=request.method,
+            path=path,
+            kind=kind,
+            channel_id=ids[0] if kind not in ("login", "other") and ids else None,
+            json=payload,
+            headers=CIMultiDictProxy(CIMultiDict(request.headers)),
+            at=asyncio.get_running_loop().time(),
+        )
+        self.requests.append(record)
+        # None: the connection was dropped; aiohttp quietly fails to write the placeholder.
+        response = await self._respond(
+            request, record, handler=handler, ids=ids, path_known=path_known, bad_json=bad_json
+        )
+        if response is not None:
+            record.status = response.status
+        return response if response is not None else web.Response(status=204)
+
+    def _resolve(
+        self, method: str, path: str
+    ) -> tuple[_Handler | None, RouteKind, tuple[int, ...], bool]:
+        if not path.startswith(API_PREFIX):
+            return None, "other", (), False
+        local = path[len(API_PREFIX) :]
+        path_known = False
+        for route_method, pattern, kind, handler in self._routes:
+            match = pattern.fullmatch(local)
+            if match is None:
+                continue
+            path_known = True
+            if route_method == method:
+                return handler, kind, tuple(int(group) for group in match.groups()), True
+        return None, "other", (), path_known
+
+    async def _respond(
+        self,
+        request: web.Request,
+        record: RecordedRequest,
+        *,
+        handler: _Handler | None,
+        ids: tuple[int, ...],
+        path_known: bool,
+        bad_json: bool,
+    ) -> web.StreamResponse | None:
+        """The response, or None when the connection was dropped."""
+        if request.headers.get("Authorization") != f"Bot {self.token}":
+            return _json_response(401, {"message": "401: Unauthorized", "code": 0})
+        fault = self._take_fault(record.kind, record.channel_id)
+        record.fault = fault
+        if isinstance(fault, Delay):
+            await asyncio.sleep(fault.seconds)
+            fault = fault.then
+        if fault is not None:
+            return self._faulted(request, fault)
+        if handler is None:
+            if path_known:
+                return _json_response(405, {"message": "405: Method Not Allowed", "code": 0})
+            return _json_response(404, {"message": "404: Not Found", "code": 0})
+        try:
+            if bad_json:
+                raise _Reply(400, 50109, "The request body contains invalid JSON.")
+            return await handler(_Call(request, record, ids))
+        except _Reply as reply:
+            return _json_response(reply.status, reply.body)
+
+    @staticmethod
+    def _faulted(
+        request: web.Request, fault: RateLimited | ErrorReply | Drop
+    ) -> web.StreamResponse | None:
+        match fault:
+            case RateLimited(retry_after=retry_after, is_global=is_global, via=via):
+                headers = {
+                    "Retry-After": str(max(1, round(retry_after))),
+                    "X-RateLimit-Scope": "global" if is_global else "user",
+                }
+                if is_global:
+                    headers["X-RateLimit-Global"] = "true"
+                if via:
+                    headers["Via"] = "1.1 google"
+                body = {
+                    "message": "You are being rate limited.",
+                    "retry_after": retry_after,
+                    "global": is_global,
+                    "code": 0,
+                }
+                return _json_response(429, body, headers)
+            case ErrorReply(status=status, message=message, text=True):
+                return web.Response(
+                    status=status, body=message.encode(), headers={"Content-Type": "text/html"}
+                )
+            case ErrorReply(status=status, code=code, message=message):
+                return _json_response(status, {"message": message, "code": code})
+            case Drop():
+                if request.transport is not None:
+                    request.transport.close()
+                return None
+
+    # ---- routes --------------------------------------------------------------------------------
+
+    async def _get_me(self, call: _Call) -> web.StreamResponse:
+        me = self._user(self.user_id, name=self.bot_name, bot=True)
+        me.update({"verified": True, "mfa_enabled": False, "flags": 0, "locale": "en-US"})
+        return _json_response(200, me)
+
+    async def _get_application(self, call: _Call) -> web.StreamResponse:
+        return _json_response(
+            200,
+            {
+                "id": str(self.user_id),
+                "name": self.bot_name,
+                "description": "",
+                "icon": None,
+                "rpc_origins": [],
+                "bot_public": True,
+                "bot_require_code_grant": False,
+                "owner": self._user(self.owner_id),
+                "verify_key": "0" * 64,
+                "team": None,
+                "flags": 0,
+                "summary": "",
+                "redirect_uris": [],
+                "interactions_endpoint_url": None,
+                "approximate_guild_count": 1,
+            },
+        )
+
+    async def _get_channel(self, call: _Call) -> web.StreamResponse:
+        channel = self._live_channel(call.ids[0])
+        last = max(channel.wire, default=None)
+        return _json_response(
+            200,
+            {
+                "id": str(channel.id),
+                "type": 0,
+                "guild_id": str(self.guild_id),
+                "name": channel.name,
+                "position": 0,
+                "permission_overwrites": [],
+                "nsfw": False,
+                "parent_id": None,
+                "topic": None,
+                "rate_limit_per_user": 0,
+                "last_message_id": None if last is None else str(last),
+                "flags": 0,
+            },
+        )
+
+    async def _get_message(self, call: _Call) -> web.StreamResponse:
+        channel = self._live_channel(call.ids[0])
+        return _json_response(200, self._known_message(channel, call.ids[1]))
+
+    async def _typing(self, call: _Call) -> web.StreamResponse:
+        return web.Response(status=204)
+
+    async def _send(self, call: _Call) -> web.StreamResponse:
+        channel = self._live_channel(call.ids[0])
+        body = self._body(call)
+        content = _content(body.get("content"))
+        embeds = _embeds(body.get("embeds"))
+        allowed = _allowed_mentions(body)
+        if not content.strip() and not embeds:
+            raise _Reply(400, 50006, "Cannot send an empty message")
+        reference, replied = self._reference(channel, body.get("message_reference"))
+        replied_author = None
+        if replied is not None and int(replied["author"]["id"]) != self.user_id:
+            replied_author = int(replied["author"]["id"])
+        pings = would_ping(content, allowed, replied_author)
+        flags = _int(body.get("flags", 0), "flags")
+        message_id = self._snowflake()
+        wire = self._wire_message(
+            message_id,
+            channel.id,
+            author=self._user(self.user_id, name=self.bot_name, bot=True),
+            content=content,
+            embeds=list(embeds),
+            flags=flags,
+            pings=pings,
+        )
+        if "nonce" in body:
+            wire["nonce"] = body["nonce"]
+        if reference is not None and replied is not None:
+            wire["type"] = 19
+            wire["message_reference"] = {
+                "type": 0,
+                "message_id": replied["id"],
+                "channel_id": str(channel.id),
+                "guild_id": str(self.guild_id),
+            }
+            wire["referenced_message"] = replied
+        channel.wire[message_id] = wire
+        channel.transcript.append(
+            SentMessage(
+                id=message_id,
+                channel_id=channel.id,
+                content=content,
+                embeds=embeds,
+                message_reference=reference,
+                allowed_mentions=allowed,
+                pings=pings,
+                flags=flags,
+                at=asyncio.get_running_loop().time(),
+            )
+        )
+        return _json_response(200, wire)
+
+    async def _edit(self, call: _Call) -> web.StreamResponse:
+        channel = self._live_channel(call.ids[0])
+        wire = self._known_message(channel, call.ids[1])
+        if int(wire["author"]["id"]) != self.user_id:
+            raise _Reply(403, 50005, "Cannot edit a message authored by another user")
+        body = self._body(call)
+        index = next(i for i, m in enumerate(channel.transcript) if m.id == call.ids[1])
+        old = channel.transcript[index]
+        content = _content(body["content"]) if "content" in body else old.content
+        embeds = _embeds(body["embeds"]) if "embeds" in body else old.embeds
+        allowed = _allowed_mentions(body) if "content" in body else old.allowed_mentions
+        if not content.strip() and not embeds:
+            raise _Reply(400, 50006, "Cannot send an empty message")
+        pings = old.pings
+        if "content" in body:
+            # Discord rebuilds the mentions from the new content, with the edit's
+            # allowed_mentions or, when absent, the defaults.
+            replied = wire.get("referenced_message")
+            replied_author = None
+            if isinstance(replied, dict) and int(replied["author"]["id"]) != self.user_id:
+                replied_author = int(replied["author"]["id"])
+            new_pings = would_ping(content, allowed, replied_author)
+            _set_mentions(wire, new_pings)
+            pings = old.pings | new_pings
+        flags = _int(body["flags"], "flags") if "flags" in body else old.flags
+        wire.update(
+            content=content,
+            embeds=list(embeds),
+            flags=flags,
+            edited_timestamp=datetime.now(UTC).isoformat(),
+        )
+        channel.transcript[index] = replace(
+            old,
+            content=content,
+            embeds=embeds,
+            allowed_mentions=allowed,
+            pings=pings,
+            flags=flags,
+            edits=old.edits + 1,
+        )
+        return _json_response(200, wire)
+
+    # ---- helpers -------------------------------------------------------------------------------
+
+    def _snowflake(self) -> int:
+        now = ((int(time.time() * 1000) - DISCORD_EPOCH_MS) << 22) | (1 << 17)
+        self._last_snowflake = max(now, self._last_snowflake + 1)
+        return self._last_snowflake
+
+    def _channel(self, channel_id: int) -> _Channel:
+        try:
+            return self._channels[channel_id]
+        except KeyError:
+            raise KeyError(f"no channel {channel_id} in the emulator") from None
+
+    def _live_channel(self, channel_id: int) -> _Channel:
+        channel = self._channels.get(channel_id)
+        if channel is None or channel.deleted:
+            raise _Reply(404, 10003, "Unknown Channel")
+        return channel
+
+    @staticmethod
+    def _known_message(channel: _Channel, message_id: int) -> JSONObject:
+        wire = channel.wire.get(message_id)
+        if wire is None:
+            raise _Reply(404, 10008, "Unknown Message")
+        return wire
+
+    @staticmethod
+    def _body(call: _Call) -> JSONObject:
+        if call.request.content_type.startswith("multipart/"):
+            raise _Reply(400, 0, "emulator: attachments (multipart bodies) are not implemented")
+        payload = call.record.json
+        if not isinstance(payload, dict):
+            raise _Reply(400, 50109, "The request body contains invalid JSON.")
+        return payload
+
+    def _reference(
+        self, channel: _Channel, reference: object
+    ) -> tuple[JSONObject | None, JSONObject | None]:
+        """The message_reference as sent and the message it resolves to (None if it does not
+        resolve and the reference allows that)."""
+        if reference is None:
+            return None, None
+        if not isinstance(reference, dict):
+            raise _form_error(["message_reference"], "MODEL_TYPE_CONVERT", "Invalid reference.")
+        if reference.get("type", 0) != 0:
+            raise _Reply(400, 0, "emulator: only replies (reference type 0) are implemented")
+        target_channel = reference.get("channel_id")
+        message_id = reference.get("message_id")
+        replied = None
+        if message_id is not None and (target_channel is None or int(target_channel) == channel.id):
+            replied = channel.wire.get(int(message_id))
+        if replied is None and reference.get("fail_if_not_exists", True):
+            raise _form_error(
+                ["message_reference"], "MESSAGE_REFERENCE_UNKNOWN_MESSAGE", "Unknown message"
+            )
+        if replied is None:
+            return dict(reference), None
+        resolved = {k: v for k, v in replied.items() if k != "referenced_message"}
+        return dict(reference), resolved
+
+    def _user(self, user_id: int, *, name: str | None = None, bot: bool = False) -> JSONObject:
+        user: JSONObject = {
+            "id": str(user_id),
+            "username": name if name is not None else f"user{user_id % 10_000}",
+            "discriminator": "0",
+            "global_name": None,
+            "avatar": None,
+            "public_flags": 0,
+        }
+        if bot:
+            user["bot"] = True
+        return user
+
+    def _wire_message(
+        self,
+        message_id: int,
+        channel_id: int,
+        *,
+        author: JSONObject,
+        content: str,
+        embeds: list[JSONObject],
+        flags: int,
+        pings: Pings,
+    ) -> JSONObject:
+        timestamp = datetime.fromtimestamp(
+            ((message_id >> 22) + DISCORD_EPOCH_MS) / 1000, UTC
+        ).isoformat()
+        wire: JSONObject = {
+            "id": str(message_id),
+            "channel_id": str(channel_id),
+            "type": 0,
+            "author": author,
+            "content": content,
+            "timestamp": timestamp,
+            "edited_timestamp": None,
+            "tts": False,
+            "attachments": [],
+            "embeds": embeds,
+            "components": [],
+            "pinned": False,
+            "flags": flags,
+        }
+        _set_mentions(wire, pings)
+        return wire
+
+
+def _set_mentions(wire: JSONObject, pings: Pings) -> None:
+    users = sorted(pings.users | ({pings.replied_user} if pings.replied_user else set()))
+    wire["mention_everyone"] = pings.everyone
+    wire["mentions"] = [
+        {"id": str(u), "username": f"user{u % 10_000}", "discriminator": "0", "avatar": None}
+        for u in users
+    ]
+    wire["mention_roles"] = [str(r) for r in sorted(pings.roles)]
+
+
+def _int(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _form_error([name], "NUMBER_TYPE_COERCE", f"Value {value!r} is not int.")
+    return value
+
+
+def _content(value: object) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise _form_error(["content"], "STRING_TYPE_CONVERT", "Could not interpret as string.")
+    if len(value) > MAX_CONTENT:
+        raise _form_error(
+            ["content"], "BASE_TYPE_MAX_LENGTH", f"Must be {MAX_CONTENT} or fewer in length."
+        )
+    return value
+
+
+def _embeds(value: object) -> tuple[JSONObject, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(e, dict) for e in value):
+        raise _form_error(["embeds"], "LIST_TYPE_CONVERT", "Must be a list of objects.")
+    if len(value) > MAX_EMBEDS:
+        raise _form_error(
+            ["embeds"], "BASE_TYPE_MAX_LENGTH", f"Must be {MAX_EMBEDS} or fewer in length."
+        )
+    total = 0
+    for index, embed in enumerate(value):
+        for path, limit in _EMBED_LIMITS:
+            text = _dig(embed, path)
+            total += len(text)
+            if len(text) > limit:
+                raise _form_error(
+                    ["embeds", index, *path],
+                    "BASE_TYPE_MAX_LENGTH",
+                    f"Must be {limit} or fewer in length.",
+                )
+        fields = embed.get("fields") or []
+        if len(fields) > _MAX_FIELDS:
+            raise _form_error(
+                ["embeds", index, "fields"],
+                "BASE_TYPE_MAX_LENGTH",
+                f"Must be {_MAX_FIELDS} or fewer in length.",
+            )
+        for number, item in enumerate(fields):
+            for key, limit in (("name", _FIELD_NAME), ("value", _FIELD_VALUE)):
+                text = str(item.get(key) or "")
+                total += len(text)
+                if len(text) > limit:
+                    raise _form_error(
+                        ["embeds", index, "fields", number, key],
+                        "BASE_TYPE_MAX_LENGTH",
+                        f"Must be {limit} or fewer in length.",
+                    )
+    if total > MAX_EMBED_TOTAL:
+        raise _form_error(
+            ["embeds"],
+            "MAX_EMBED_SIZE_EXCEEDED",
+            f"Embed size exceeds maximum size of {MAX_EMBED_TOTAL}",
+        )
+    return tuple({"type": "rich", **embed} for embed in value)
+
+
+def _dig(embed: Mapping[str, Any], path: tuple[str, ...]) -> str:
+    node: Any = embed
+    for key in path:
+        node = node.get(key) if isinstance(node, Mapping) else None
+    return node if isinstance(node, str) else ""
+
+
+def _allowed_mentions(body: Mapping[str, Any]) -> JSONObject | None:
+    allowed = body.get("allowed_mentions")
+    if allowed is None:
+        return None
+    if not isinstance(allowed, dict):
+        raise _form_error(["allowed_mentions"], "DICT_TYPE_CONVERT", "Only dictionaries allowed.")
+    parse = allowed.get("parse") or []
+    for kind in ("users", "roles"):
+        listed = allowed.get(kind) or []
+        if kind in parse and listed:
+            raise _form_error(
+                ["allowed_mentions"],
+                "MESSAGE_ALLOWED_MENTIONS_PARSE_EXCLUSIVE",
+                f'parse:["{kind}"] and {kind}: [ids...] are mutually exclusive.',
+            )
+        if len(listed) > MAX_ALLOWED_IDS:
+            raise _form_error(
+                ["allowed_mentions", kind],
+                "BASE_TYPE_MAX_LENGTH",
+                f"Must be {MAX_ALLOWED_IDS} or fewer in length.",
+            )
+    return dict(allowed)
+
+
+@asynccontextmanager
+async def discord_client(emulator: DiscordEmulator) -> AsyncIterator[discord.Client]:
+    """A logged-in `discord.Client` (no gateway connection) talking to `emulator`.
+
+    Points `discord.http.Route.BASE` at the emulator for the duration (a process-wide setting:
+    one emulator-backed client at a time) and restores the previous value on exit, after
+    closing the client.
+    """
+    previous = discord.http.Route.BASE
+    discord.http.Route.BASE = emulator.base_url
+    client = discord.Client(intents=discord.Intents.none())
+    try:
+        await client.login(emulator.token)
+        yield client
+    finally:
+        try:
+            await client.close()
+        finally:
+            discord.http.Route.BASE = previous
