@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from collections.abc import Sequence
 
-from shell.demo import Options, render, simulate
+from shell.demo import Options, render, run_demo
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -16,8 +17,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "demo",
         help="stream a built-in answer into a simulated channel and print it",
         description="Stream a built-in answer (a think block, prose, a long paragraph, a code "
-        "block longer than one message, usage on a trailing chunk) and print the channel as a "
-        "user sees it, then the StreamResult. Runs on a virtual clock: instant, no network.",
+        "block longer than one message, usage on a trailing chunk) through the real shell and "
+        "discord.py into a local Discord emulator on 127.0.0.1, and print the channel as a user "
+        "sees it, then the StreamResult. No token or key needed.",
     )
     demo.add_argument("--speed", type=float, default=200.0, help="chunks per second (200)")
     demo.add_argument("--humanizer", type=int, default=1, choices=(0, 1, 2, 3))
@@ -29,7 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--hang", action="store_true", help="the provider stops yielding a third of the way in"
     )
     demo.add_argument(
-        "--timeout", type=float, default=10.0, help="inactivity timeout in seconds (10)"
+        "--timeout", type=float, default=3.0, help="inactivity timeout in seconds (3)"
     )
     args = parser.parse_args(argv)
     if args.speed <= 0:
@@ -42,10 +44,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         hang=args.hang,
         timeout=args.timeout,
     )
-    result, channel = simulate(options)
-    print("cordstream demo — the pure core on a virtual clock, with a simulated channel")
-    print("\n".join(channel.log))
-    print(render(result, channel))
+    print("cordstream demo: a scripted model → StreamOrchestrator → discord.py → local Discord")
+    result, messages, _ = asyncio.run(run_demo(options))
+    print(render(result, messages))
     return 0
 
 

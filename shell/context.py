@@ -9,7 +9,7 @@ from typing import Protocol, TypeVar
 import discord
 
 from domain import ProcessedChunk, ProviderError
-from domain.config import StreamConfig
+from shell.config import StreamConfig
 
 Raw = TypeVar("Raw")
 

@@ -1,44 +1,27 @@
-"""`cordstream demo`: a built-in answer streamed through the core, shown as a channel would show it.
+"""`cordstream demo`: a built-in answer streamed through the real shell into a local Discord.
 
-This version runs the pure core (`domain.step`) under a virtual clock against a simulated
-channel that accepts each message after `--latency` seconds, so it needs no token, no key and
-no network, and runs instantly whatever the timings. The shell issue replaces the simulated
-channel with discord.py talking to the project's local Discord emulator.
+No token, no key, no network beyond 127.0.0.1: the demo starts the project's Discord REST
+emulator (`shell.emulator`), logs a real `discord.Client` into it, posts a user question, and
+lets `StreamOrchestrator.stream_to_discord` stream a scripted provider's answer as a reply.
+It prints each message as the channel receives it, then the channel as a user sees it, then
+the `StreamResult`. Options schedule a `/stop`, a follow-up message or a hanging provider.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
 
-from domain import (
-    ArmTimer,
-    ChunkArrived,
-    CloseProvider,
-    ConsumeRequest,
-    Delivered,
-    DoneChunk,
-    EmbedSpec,
-    Event,
-    Finish,
-    PauseOver,
-    ProcessedChunk,
-    ProviderEnded,
-    SendEmbed,
-    SendMessage,
-    Started,
-    StopRequest,
-    StopRequested,
-    StreamConfig,
-    StreamResult,
-    TextChunk,
-    TimerFired,
-    TypingPause,
-    initial_state,
-    step,
-)
+import discord
+
+from domain import DoneChunk, ProcessedChunk, ProviderError, StreamResult, TextChunk
+from shell.config import StreamConfig
+from shell.context import StreamContext
+from shell.emulator import DiscordEmulator, SentMessage, discord_client
+from shell.orchestrator import StreamOrchestrator
+from shell.stops import StopRegistry
 
 _PARAGRAPH = (
     "Streaming into Discord looks simple until the details arrive. A message may hold at most "
@@ -93,120 +76,142 @@ class Options:
     stop_after: float | None = None
     follow_up_after: float | None = None
     hang: bool = False
-    timeout: float = 10.0
-    latency: float = 0.05  # seconds Discord takes to accept a send
+    timeout: float = 3.0  # inactivity timeout, seconds
 
 
-@dataclass
-class Transcript:
-    """What the simulated channel shows."""
+class ScriptedProvider:
+    """A provider that streams `chunks()` at `speed` chunks per second (SPEC §A protocol)."""
 
-    messages: list[str] = field(default_factory=list)
-    embeds: list[EmbedSpec] = field(default_factory=list)
-    log: list[str] = field(default_factory=list)
+    name = "scripted"
 
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self.closed = False
 
-def simulate(options: Options) -> tuple[StreamResult, Transcript]:
-    """Run one stream under a virtual clock; return its result and the channel."""
-    config = StreamConfig(
-        inactivity_timeout=options.timeout,
-        humanizer_degree=options.humanizer,
-        flush_limit=0,
-    )
-    state = initial_state(config)
-    channel = Transcript()
-    order = itertools.count()
-    queue: list[tuple[float, int, Event]] = []  # (time, tie-break, event)
+    async def start_stream(
+        self, config: StreamConfig, context: StreamContext
+    ) -> AsyncIterator[ProcessedChunk]:
+        items = list(chunks())
+        hang_at = len(items) // 3 if self.options.hang else len(items)
+        try:
+            for index, item in enumerate(items):
+                if index == hang_at:
+                    await asyncio.Event().wait()  # the model stops answering
+                await asyncio.sleep(1 / self.options.speed)
+                yield item
+        finally:
+            self.closed = True  # B10: the stream is closed whatever ends it
 
-    def at(when: float, event: Event) -> None:
-        heapq.heappush(queue, (when, next(order), event))
+    def process_chunk(self, raw: ProcessedChunk) -> ProcessedChunk:
+        return raw
 
-    source = list(chunks())
-    if options.hang:
-        source = source[: len(source) // 3]  # then the provider never yields again
-    else:
-        at(len(source) / options.speed + 0.001, ProviderEnded(0.0))
-    for index, chunk in enumerate(source):
-        at(index / options.speed, ChunkArrived(0.0, chunk))
-    if options.stop_after is not None:
-        at(options.stop_after, StopRequested(0.0, StopRequest("stop", "user-1", "/stop")))
-    if options.follow_up_after is not None:
-        request = StopRequest("follow_up", "user-1", "new message")
-        at(options.follow_up_after, StopRequested(0.0, request))
-
-    state, effects = step(state, Started(0.0))
-    now = 0.0
-    result: StreamResult | None = None
-    while result is None:
-        for effect in effects:
-            match effect:
-                case ArmTimer(at=deadline):
-                    at(deadline, TimerFired(deadline, deadline))
-                case SendMessage(seq=seq, content=content, reply=reply):
-                    channel.messages.append(content)
-                    kind = "reply" if reply else "message"
-                    channel.log.append(f"[{now:8.3f}s] → {kind} {seq}: {len(content)} chars")
-                    at(now + options.latency, Delivered(0.0, seq))
-                case SendEmbed(seq=seq, embed=embed):
-                    channel.embeds.append(embed)
-                    channel.log.append(f"[{now:8.3f}s] → embed: {embed.title}")
-                    at(now + options.latency, Delivered(0.0, seq))
-                case TypingPause(token=token, seconds=seconds):
-                    channel.log.append(f"[{now:8.3f}s] … typing for {seconds:.2f}s")
-                    at(now + seconds, PauseOver(0.0, token))
-                case CloseProvider():
-                    queue = [e for e in queue if not isinstance(e[2], ChunkArrived | ProviderEnded)]
-                    heapq.heapify(queue)
-                case ConsumeRequest(request=request):
-                    channel.log.append(f"[{now:8.3f}s] {request.kind} request handled")
-                case Finish(result=final):
-                    result = final
-        if result is not None or not queue:
-            break
-        now, _, event = heapq.heappop(queue)
-        if isinstance(event, StopRequested):
-            channel.log.append(f"[{now:8.3f}s] user asks: {event.request.kind}")
-        state, effects = step(state, _at_time(event, now))
-    if result is None:  # pragma: no cover - the core always finishes once the provider ends
-        raise RuntimeError("the stream did not finish")
-    return result, channel
+    def describe_error(self, error: ProviderError, locale: str) -> str | None:
+        return None
 
 
-def _at_time(event: Event, now: float) -> Event:
-    """The same event stamped with the virtual clock's reading."""
-    match event:
-        case TimerFired(armed_for=armed_for):
-            return TimerFired(now, armed_for)
-        case ChunkArrived(chunk=chunk, headline=headline):
-            return ChunkArrived(now, chunk, headline)
-        case ProviderEnded():
-            return ProviderEnded(now)
-        case StopRequested(request=request):
-            return StopRequested(now, request)
-        case PauseOver(token=token):
-            return PauseOver(now, token)
-        case Delivered(seq=seq, url=url):
-            return Delivered(now, seq, url or f"https://discord.com/channels/1/2/{seq}")
-    return event
+Printer = Callable[[str], None]
 
 
-def render(result: StreamResult, channel: Transcript) -> str:
+async def run_demo(
+    options: Options, out: Printer = print
+) -> tuple[StreamResult, list[SentMessage], ScriptedProvider]:
+    """Stream the built-in answer into a local Discord; return the result and the transcript."""
+    async with DiscordEmulator() as api, discord_client(api) as client:
+        channel = await client.fetch_channel(api.channel_id)
+        assert isinstance(channel, discord.TextChannel)
+        question = api.post_user_message("@cordstream how do you deliver an answer?")
+        context = StreamContext(channel, reply_to=channel.get_partial_message(question))
+        config = StreamConfig(
+            inactivity_timeout=options.timeout, humanizer_degree=options.humanizer, flush_limit=0
+        )
+        orchestrator = StreamOrchestrator(StopRegistry())
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        channel_id = channel.id
+        timers: list[asyncio.TimerHandle] = []
+        if options.stop_after is not None:
+            stop = lambda: orchestrator.request_stop(channel_id, "demo-user", "/stop")  # noqa: E731
+            timers.append(
+                loop.call_later(options.stop_after, _say, out, start, "user runs /stop", stop)
+            )
+        if options.follow_up_after is not None:
+            follow = lambda: orchestrator.request_follow_up(channel_id, "demo-user")  # noqa: E731
+            timers.append(
+                loop.call_later(
+                    options.follow_up_after, _say, out, start, "user sends a new message", follow
+                )
+            )
+        provider = ScriptedProvider(options)
+        progress = _Progress(api, out, start)
+        watcher = asyncio.create_task(progress.watch())
+        try:
+            result = await orchestrator.stream_to_discord(provider, config, context)
+        finally:
+            for timer in timers:
+                timer.cancel()
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+        progress.report()
+        return result, api.messages(), provider
+
+
+def _say(out: Printer, start: float, what: str, action: Callable[[], object]) -> None:
+    out(f"[{asyncio.get_running_loop().time() - start:7.3f}s] {what}")
+    action()
+
+
+class _Progress:
+    """Prints each message the moment the channel has it."""
+
+    def __init__(self, api: DiscordEmulator, out: Printer, start: float) -> None:
+        self.api, self.out, self.start = api, out, start
+        self.shown = 0
+
+    async def watch(self) -> None:
+        while True:
+            self.report()
+            await asyncio.sleep(0.02)
+
+    def report(self) -> None:
+        messages = self.api.messages()
+        now = asyncio.get_running_loop().time() - self.start
+        for message in messages[self.shown :]:
+            if message.embeds:
+                what = f"embed: {message.embeds[0].get('title')}"
+            else:
+                what = f"message ({len(message.content)} chars)"
+            reply = " as a reply" if message.message_reference else ""
+            self.out(f"[{now:7.3f}s] channel receives {what}{reply}")
+        self.shown = len(messages)
+
+
+def render(result: StreamResult, messages: list[SentMessage]) -> str:
     """The channel as a user sees it, then the result."""
-    lines = ["", "══════ #demo-channel ══════"]
-    for number, message in enumerate(channel.messages, 1):
-        lines += [f"┌─ message {number} ({len(message)} chars)", message, "└─"]
-    for embed in channel.embeds:
-        lines += [f"┌─ embed [{embed.colour}] {embed.title}", embed.description, "└─"]
+    lines = ["", "══════ #general ══════"]
+    for number, message in enumerate(messages, 1):
+        if message.embeds:
+            embed = message.embeds[0]
+            lines += [f"┌─ embed: {embed.get('title')}", str(embed.get("description", "")), "└─"]
+            continue
+        pings = "pings nobody" if not message.pings.anyone else f"pings {message.pings}"
+        lines += [
+            f"┌─ message {number} ({len(message.content)} chars, {pings})",
+            message.content,
+            "└─",
+        ]
     log = result.thought_log
     lines += [
         "",
         "══════ StreamResult ══════",
         f"status:          {result.status}",
         f"stop_reason:     {result.stop_reason}",
+        f"stop_context:    {result.stop_context!r}",
         f"messages_sent:   {result.messages_sent}",
         f"accumulated:     {len(result.accumulated_text)} chars",
         f"usage:           {result.usage}",
         f"thought (raw):   {log.raw if log else None!r}",
+        f"first reply:     {log.first_reply_url if log else None}",
         f"data:            {result.data!r}",
     ]
     return "\n".join(lines)

@@ -62,9 +62,9 @@ from domain import (
     initial_state,
     step,
 )
-from domain.config import StreamConfig
 from domain.machine import abandon
 from shell import delivery
+from shell.config import StreamConfig
 from shell.context import StreamContext, StreamProvider
 from shell.stops import DEFAULT_STOPS, StopRegistry
 

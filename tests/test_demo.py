@@ -1,4 +1,8 @@
-"""`cordstream demo` on the built-in answer: each option shows its outcome."""
+"""`cordstream demo`: the built-in answer through the real shell, discord.py and the emulator.
+
+Virtual time (looptime): the scripted provider's pace, the inactivity timeout and the
+humanizer's pauses cost no real seconds.
+"""
 
 from __future__ import annotations
 
@@ -6,37 +10,53 @@ import pytest
 
 from domain import TokenUsage
 from shell.cli import main
-from shell.demo import ANSWER, Options, simulate
+from shell.demo import ANSWER, Options, run_demo
 from tests.answers import fences_balanced, same_text
 
 
-def test_demo_delivers_the_whole_answer() -> None:
-    result, channel = simulate(Options())
+def quiet(_: str) -> None:
+    """Progress lines are for people; tests read the transcript."""
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_demo_delivers_the_whole_answer_as_a_reply() -> None:
+    result, messages, provider = await run_demo(Options(), quiet)
     assert result.status == "completed"
-    assert result.accumulated_text == "".join(channel.messages)
-    visible = ANSWER.split("</think>", 1)[1]
-    assert same_text("\n".join(channel.messages), visible)
+    contents = [m.content for m in messages]
+    assert result.accumulated_text == "".join(contents)
+    assert same_text("\n".join(contents), ANSWER.split("</think>", 1)[1])
     assert result.usage == TokenUsage(412, 1337)
-    assert all(len(m) <= 1950 and fences_balanced(m) for m in channel.messages)
+    assert all(len(c) <= 1950 and fences_balanced(c) for c in contents)
+    assert messages[0].message_reference is not None  # F1
+    assert not any(m.pings.anyone for m in messages)
+    assert provider.closed  # B10
 
 
+@pytest.mark.asyncio
+@pytest.mark.looptime
 @pytest.mark.parametrize(
     ("options", "status"),
     [
         (Options(stop_after=1.0), "stopped_by_user"),
         (Options(follow_up_after=1.0), "follow_up_interrupt"),
         (Options(hang=True), "timeout"),
-        (Options(humanizer=2), "completed"),
+        (Options(humanizer=2, speed=2000), "completed"),
         (Options(humanizer=0), "completed"),
     ],
+    ids=["stop", "follow-up", "hang", "humanizer-2", "humanizer-0"],
 )
-def test_demo_options_show_their_outcome(options: Options, status: str) -> None:
-    result, _ = simulate(options)
+async def test_demo_options_show_their_outcome(options: Options, status: str) -> None:
+    result, _, provider = await run_demo(options, quiet)
     assert result.status == status
+    assert provider.closed
 
 
-def test_demo_command_prints_transcript_and_result(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo", "--speed", "500"]) == 0
+def test_demo_command_prints_progress_transcript_and_result(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["demo", "--speed", "2000"]) == 0
     out = capsys.readouterr().out
-    assert "#demo-channel" in out
+    assert "channel receives message" in out
+    assert "#general" in out
     assert "status:          completed" in out
