@@ -6,7 +6,7 @@ import argparse
 import json
 import platform
 
-from bench import core
+from bench import core, shell
 
 _LABELS = {
     "core_events_per_s": "text events/s through step",
@@ -15,6 +15,10 @@ _LABELS = {
     "core_100kb_s": "100 KB answer in 1-8 char chunks, seconds",
     "core_1mb_s": "1 MB answer in 1-8 char chunks, seconds",
     "scaling_ratio_10x": "1 MB time / 100 KB time (target <= 12; 10 = linear)",
+    "stop_latency_ms_p50": "stop -> result, provider hanging, ms, p50",
+    "stop_latency_ms_p99": "stop -> result, provider hanging, ms, p99 (target <= 50)",
+    "timeout_overshoot_ms_p50": "deadline -> result, provider hanging, ms, p50",
+    "timeout_overshoot_ms_p99": "deadline -> result, provider hanging, ms, p99 (target <= 50)",
 }
 
 
@@ -23,7 +27,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--quick", action="store_true", help="fewer repeats")
     args = parser.parse_args()
-    figures = core.measure(quick=args.quick)
+    figures = core.measure(quick=args.quick) | shell.measure(quick=args.quick)
     if args.json:
         print(json.dumps(figures))
         return
