@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Self
 
 from domain import config as _domain
 
 
-@dataclass(frozen=True, slots=True)
 class StreamConfig(_domain.StreamConfig):
-    """The same fields and checks as `domain.StreamConfig` (see there)."""
+    """The same fields and checks as `domain.StreamConfig` (see there).
+
+    Not re-decorated as a dataclass: it adds no field, and `@dataclass(slots=True)` would
+    rebuild the class and break `super()` in `from_env`.
+    """
+
+    __slots__ = ()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Self:

@@ -6,6 +6,7 @@ import pytest
 
 from domain import StreamConfig
 from domain.config import parse_env
+from shell import StreamConfig as ShellConfig
 
 
 def test_config_defaults_match_the_spec() -> None:
@@ -55,3 +56,13 @@ def test_config_from_env_names_the_bad_variable() -> None:
     with pytest.raises(ValueError, match="INACTIVITY_TIMEOUT_MS='soon' is not a number"):
         StreamConfig.from_env({"INACTIVITY_TIMEOUT_MS": "soon"})
     assert "max_message_length" in parse_env({"CORDSTREAM_MAX_MESSAGE_LENGTH": "5000"}).failure()
+
+
+def test_shell_config_from_env_reads_the_process_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("INACTIVITY_TIMEOUT_MS", "1500")
+    config = ShellConfig.from_env()
+    assert isinstance(config, ShellConfig)
+    assert config.inactivity_timeout == 1.5
+    assert config == ShellConfig(inactivity_timeout=1.5)
