@@ -7,16 +7,22 @@ provider yields one complete line and one unfinished one, then hangs forever.
   unfinished line to Discord included;
 - timeout overshoot: from the deadline (last chunk + inactivity timeout) to the return, the
   flush and the timeout embed included.
+
+And the per-chunk cost of the shell itself: a realistic answer in 1–8 character chunks
+through `stream_to_discord` into a sink that accepts every send at once, against a bare
+`async for` over the same provider (the floor any shell must pay).
 """
 
 from __future__ import annotations
 
 import asyncio
 import statistics
+import time
 from collections.abc import AsyncIterator
 
 import discord
 
+from bench.answers import answer, chunked
 from domain import ProcessedChunk, ProviderError, TextChunk
 from shell import StreamConfig, StreamContext, StreamOrchestrator
 from shell.emulator import DiscordEmulator, discord_client
@@ -78,13 +84,73 @@ async def _measure(runs: int) -> tuple[list[float], list[float]]:
     return stops, overshoots
 
 
+class ListProvider:
+    """Yields pre-built chunks, awaiting nothing: the provider costs as little as possible."""
+
+    name = "list"
+
+    def __init__(self, items: list[ProcessedChunk]) -> None:
+        self.items = items
+
+    async def start_stream(
+        self, config: StreamConfig, context: StreamContext
+    ) -> AsyncIterator[ProcessedChunk]:
+        for item in self.items:
+            yield item
+
+    def process_chunk(self, raw: ProcessedChunk) -> ProcessedChunk:
+        return raw
+
+    def describe_error(self, error: ProviderError, locale: str) -> str | None:
+        return None
+
+
+class _Sent:
+    jump_url = "https://discord.com/channels/1/2/3"
+
+
+class InstantSink:
+    """A channel that accepts every message at once (what the shell costs without Discord)."""
+
+    id = 1
+
+    async def send(self, *args: object, **kwargs: object) -> _Sent:
+        return _Sent()
+
+    async def typing(self) -> None:
+        return None
+
+
+async def _throughput(items: list[ProcessedChunk], repeats: int) -> tuple[float, float]:
+    provider = ListProvider(items)
+    config = StreamConfig(flush_limit=0)
+    context = StreamContext(InstantSink())  # type: ignore[arg-type]  # duck-typed sink
+    orchestrator = StreamOrchestrator(StopRegistry())
+    shell_s = bare_s = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = await orchestrator.stream_to_discord(provider, config, context)
+        shell_s = min(shell_s, time.perf_counter() - start)
+        assert result.status == "completed", result.status
+        start = time.perf_counter()
+        async for item in provider.start_stream(config, context):
+            provider.process_chunk(item)
+        bare_s = min(bare_s, time.perf_counter() - start)
+    return shell_s, bare_s
+
+
 def _p(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1] * 1000
 
 
 def measure(quick: bool = False) -> dict[str, float]:
+    items: list[ProcessedChunk] = [TextChunk(c) for c in chunked(answer(200_000))]
+    shell_s, bare_s = asyncio.run(_throughput(items, 3 if quick else 5))
     stops, overshoots = asyncio.run(_measure(20 if quick else 100))
     return {
+        "shell_chunks_per_s": len(items) / shell_s,
+        "bare_iter_chunks_per_s": len(items) / bare_s,
+        "shell_overhead_ratio": shell_s / bare_s,
         "stop_latency_ms_p50": _p(stops, 50),
         "stop_latency_ms_p99": _p(stops, 99),
         "timeout_overshoot_ms_p50": _p(overshoots, 50),
