@@ -12,8 +12,8 @@ time (the loop is single-threaded, and `step` is pure and quick):
   `ChunkArrived` (B5);
 - a `loop.call_at` timer feeds `TimerFired` (B2);
 - the registry calls back when a stop or follow-up is registered for the channel (B3);
-- a task per Discord request feeds `Delivered`/`Rejected`, a task per typing pause
-  `PauseOver`.
+- a task per Discord request feeds `Delivered`/`Rejected`; a timer ends each typing pause
+  (`PauseOver`).
 
 A stop, a follow-up or the deadline must take effect while the provider hangs inside
 `__anext__`. The mechanism is the cheapest there is: nothing per chunk (no task, no timer
@@ -130,7 +130,8 @@ class _Stream:
         self.result: StreamResult | None = None
         self.finished = asyncio.Event()
         self.timer: asyncio.TimerHandle | None = None
-        self.tasks: set[asyncio.Task[None]] = set()
+        self.tasks: set[asyncio.Task[None]] = set()  # Discord requests
+        self.pauses: list[asyncio.TimerHandle] = []
         self.reader: asyncio.Task[Any] | None = None  # the caller's task, while in __anext__
         self.interrupts = 0  # cancellations of the reader that are ours
         self.fed_request: StopRequest | None = None
@@ -139,10 +140,12 @@ class _Stream:
 
     async def run(self) -> StreamResult:
         unlisten = self.stops.listen(self.channel_id, self.on_registry)
+        cancelled = False
         try:
             try:
                 await self.stream()
             except asyncio.CancelledError:
+                cancelled = True
                 raise  # the caller's own cancellation: clean up (below) and let it through
             except Exception as error:
                 self.feed(ProviderCrashed(self.loop.time(), error))
@@ -153,10 +156,28 @@ class _Stream:
             unlisten()
             if self.timer is not None:
                 self.timer.cancel()
-            for task in self.tasks:
-                task.cancel()
-            if self.tasks:
-                await asyncio.gather(*self.tasks, return_exceptions=True)
+            for pause in self.pauses:
+                pause.cancel()
+            await self.settle_requests(cancel=cancelled)
+
+    async def settle_requests(self, *, cancel: bool) -> None:
+        """B11: no request outlives the call. They are awaited, not cancelled (a request
+        cancelled during discord.py's global rate-limit wait leaks its global lock); only when
+        the caller cancels are they cancelled too, so that the caller is not kept waiting."""
+        interrupted = False
+        while self.tasks:
+            pending = set(self.tasks)
+            if cancel or interrupted:
+                for task in pending:
+                    task.cancel()
+            try:
+                await asyncio.gather(*pending, return_exceptions=True)
+            except asyncio.CancelledError:
+                interrupted = True  # the caller cancelled while we waited: stop waiting
+                continue
+            self.tasks -= pending
+        if interrupted:
+            raise asyncio.CancelledError
 
     async def stream(self) -> None:
         if not isinstance(getattr(self.context.channel, "id", None), int):
@@ -165,7 +186,7 @@ class _Stream:
         if self.state.wants_chunks:  # B4: a pending request resolves before the provider
             try:
                 iterator = self.provider.start_stream(self.config, self.context)
-            except Exception as error:
+            except (Exception, asyncio.CancelledError) as error:  # B13, as in `read`
                 self.feed(ProviderCrashed(self.loop.time(), error))
             else:
                 try:
@@ -186,10 +207,14 @@ class _Stream:
             except StopAsyncIteration:
                 self.feed(ProviderEnded(self.loop.time()))
                 return
-            except asyncio.CancelledError:
-                if not self.ours(task):
-                    raise
-                return  # CloseProvider interrupted the read: the core is ending the stream
+            except asyncio.CancelledError as error:
+                if self.ours(task):
+                    return  # CloseProvider interrupted the read: the core is ending the stream
+                if task is not None and task.cancelling() == 0:
+                    # Nobody cancelled this task: the provider raised it itself (B13).
+                    self.feed(ProviderCrashed(self.loop.time(), error))
+                    return
+                raise  # the caller's own cancellation
             except Exception as error:
                 self.feed(ProviderCrashed(self.loop.time(), error))
                 return
@@ -210,7 +235,8 @@ class _Stream:
                 headline = None
                 if isinstance(chunk, ErrorChunk) and chunk.error is not None:
                     headline = self.headline(chunk)
-            except Exception as error:
+            except (Exception, asyncio.CancelledError) as error:
+                # B13. Synchronous code cannot be cancelled: a CancelledError here is a fault.
                 self.feed(ProviderCrashed(self.loop.time(), error))
                 return
             self.feed(ChunkArrived(self.loop.time(), chunk, headline))
@@ -223,7 +249,7 @@ class _Stream:
         assert chunk.error is not None
         try:
             headline = self.provider.describe_error(chunk.error, self.context.locale)
-        except Exception:
+        except (Exception, asyncio.CancelledError):  # G1: no headline means the generic one
             return None
         return headline if isinstance(headline, str) else None
 
@@ -271,7 +297,11 @@ class _Stream:
             case SendEmbed(seq=seq, embed=embed):
                 self.spawn(self.send_embed(seq, embed))
             case TypingPause(token=token, seconds=seconds):
-                self.spawn(self.pause(token, seconds))
+                # E9: the indicator is a Discord request, the pause a timer. Only the timer is
+                # cancelled if the stream ends first: a request cancelled while discord.py
+                # sleeps off a global rate limit would leak discord.py's global lock.
+                self.spawn(self.typing())
+                self.pauses.append(self.loop.call_later(seconds, self.on_pause, token))
             case ConsumeRequest(request=request):
                 self.stops.consume(self.channel_id, request)
             case Finish(result=result):
@@ -326,9 +356,8 @@ class _Stream:
         )
         self.feed(delivery.outcome(seq, self.loop.time(), sent))
 
-    async def pause(self, token: int, seconds: float) -> None:
-        """E9: typing, then the pause; a stop in between makes the core stop waiting for it."""
-        deadline = self.loop.time() + seconds
+    async def typing(self) -> None:
         await delivery.trigger_typing(self.context.channel)  # a failure here changes nothing
-        await asyncio.sleep(max(0.0, deadline - self.loop.time()))
+
+    def on_pause(self, token: int) -> None:
         self.feed(PauseOver(self.loop.time(), token))
