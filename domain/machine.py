@@ -220,7 +220,7 @@ class Core:
 
     phase: Phase
     settings: Settings
-    timeout: float
+    timeout: float  # settings.config.inactivity_timeout, one lookup away for the hot path
     started_at: float
     armed_at: float  # what the shell's timer is armed for; nan when not armed
     # Longest tail the hot path may build without looking at it; -1 = take the slow path.

@@ -15,7 +15,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser(
         "demo",
-        help="stream a built-in answer into a simulated channel and print it",
+        help="stream a built-in answer into a local Discord emulator and print it",
         description="Stream a built-in answer (a think block, prose, a long paragraph, a code "
         "block longer than one message, usage on a trailing chunk) through the real shell and "
         "discord.py into a local Discord emulator on 127.0.0.1, and print the channel as a user "

@@ -39,7 +39,8 @@ def _imports(path: Path) -> set[str]:
     return roots
 
 
-def test_domain_imports_nothing_that_performs_io_or_reads_a_clock() -> None:
+def test_F5_domain_imports_nothing_that_performs_io_or_reads_a_clock() -> None:
+    """The core decides what to send; it cannot send (F5): nothing in it reaches Discord."""
     files = sorted(DOMAIN.glob("*.py"))
     assert files
     found = {path.name: _imports(path) - ALLOWED for path in files}
