@@ -104,6 +104,14 @@ class StreamOrchestrator:
     def has_stop_request(self, channel_id: int) -> bool:
         return self.stops.has_stop_request(channel_id)
 
+    def discard_requests(self, channel_id: int) -> bool:
+        """Forget a pending stop or follow-up for the channel; True if there was one.
+
+        Call it when a new turn starts for a new user message, so a request that arrived
+        after the previous stream had ended does not end the new stream at once (B4).
+        """
+        return self.stops.discard(channel_id) is not None
+
 
 class _Stream:
     """One `stream_to_discord` call (see the module docstring)."""
@@ -128,6 +136,7 @@ class _Stream:
             catalogue=orchestrator.catalogue,
         )
         self.result: StreamResult | None = None
+        self.registry_changed = False  # set by the listener until `check_registry` runs
         self.finished = asyncio.Event()
         self.timer: asyncio.TimerHandle | None = None
         self.tasks: set[asyncio.Task[None]] = set()  # Discord requests
@@ -240,6 +249,8 @@ class _Stream:
                 self.feed(ProviderCrashed(self.loop.time(), error))
                 return
             self.feed(ChunkArrived(self.loop.time(), chunk, headline))
+            if self.registry_changed:  # B5: a stop raised while this chunk was handled
+                self.check_registry()
 
     def wants_chunks(self) -> bool:
         # A call, not the property inline: feeding events changes it between two reads.
@@ -324,9 +335,11 @@ class _Stream:
         self.feed(TimerFired(self.loop.time(), armed_for))
 
     def on_registry(self) -> None:
+        self.registry_changed = True
         self.loop.call_soon(self.check_registry)
 
     def check_registry(self) -> None:
+        self.registry_changed = False
         request = self.stops.peek(self.channel_id)
         if request is not None and request is not self.fed_request:
             self.fed_request = request

@@ -66,6 +66,14 @@ class StopRegistry:
         if self._entries.get(channel_id) is request:
             del self._entries[channel_id]
 
+    def discard(self, channel_id: int) -> StopRequest | None:
+        """Drop the channel's pending entry and return it (None if there was none).
+
+        For a bot starting a fresh turn on a new message: a stop or follow-up that arrived
+        after the previous stream ended must not end the new one before it starts (B4).
+        """
+        return self._entries.pop(channel_id, None)
+
     def listen(self, channel_id: int, listener: Listener) -> Callable[[], None]:
         """Call `listener` whenever an entry is registered for the channel; returns unlisten."""
         listeners = self._listeners.setdefault(channel_id, [])

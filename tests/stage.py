@@ -14,11 +14,12 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import discord
 
 from domain import ProcessedChunk, ProviderError, TextChunk
-from shell import StreamConfig, StreamContext, StreamOrchestrator, StreamResult
+from shell import StreamConfig, StreamContext, StreamOrchestrator, StreamProvider, StreamResult
 from shell.emulator import DiscordEmulator, discord_client
 from shell.stops import StopRegistry
 
@@ -101,7 +102,7 @@ class Stage:
 
     async def stream(
         self,
-        provider: ScriptProvider,
+        provider: StreamProvider[Any],
         config: StreamConfig | None = None,
         **context: object,
     ) -> StreamResult:

@@ -7,6 +7,7 @@ humanizer's pauses cost no real seconds, and "within 50 ms" is measured exactly.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import discord
 import pytest
@@ -59,7 +60,9 @@ async def test_B1_whatever_the_provider_does_becomes_one_result(provider: Script
 
 async def test_B1_start_stream_raising_is_a_result() -> None:
     class Broken(ScriptProvider):
-        def start_stream(self, config: StreamConfig, context: object) -> object:  # type: ignore[override]
+        def start_stream(
+            self, config: StreamConfig, context: StreamContext
+        ) -> AsyncIterator[object]:
             raise ConnectionError("no route to model")
 
     async with stage() as s:
@@ -174,6 +177,20 @@ async def test_B5_a_stop_registered_while_a_chunk_is_on_its_way_wins_over_the_ch
         assert result.status == "stopped_by_user"
         assert provider.calls.count("process") == 1  # "second" was never processed
         assert s.contents == ["first"]
+
+
+async def test_B5_a_stop_raised_while_a_chunk_is_handled_resolves_before_the_next_pull() -> None:
+    async with stage() as s:
+        pulled: list[str] = []
+
+        def progress() -> None:  # e.g. a bot's heartbeat that notices a /stop of its own
+            s.orchestrator.request_stop(s.channel.id, "user-1")
+
+        provider = ScriptProvider(["first\n", Do(lambda: pulled.append("next")), "second"])
+        result = await s.stream(provider, on_stream_progress=progress)
+        assert result.status == "stopped_by_user"
+        assert pulled == []  # the provider was not asked for another chunk
+        assert provider.calls == ["start", "process", "close"]
 
 
 async def test_B6_a_function_call_flushes_text_first_and_keeps_every_call() -> None:

@@ -80,6 +80,16 @@ def test_C5_consume_removes_only_the_entry_that_was_resolved() -> None:
     assert not stops.has_stop_request(1)
 
 
+def test_discard_forgets_a_pending_request_for_a_fresh_turn() -> None:
+    orchestrator = StreamOrchestrator(StopRegistry())
+    orchestrator.request_follow_up(7, "user-1")  # arrived after the last stream had ended
+    orchestrator.request_stop(8, "user-2")
+    assert orchestrator.discard_requests(7)
+    assert not orchestrator.has_stop_request(7)
+    assert not orchestrator.discard_requests(7)  # nothing left
+    assert orchestrator.has_stop_request(8)  # other channels keep theirs
+
+
 def test_C8_entries_older_than_five_minutes_are_swept_by_the_registry() -> None:
     clock = Clock()
     stops = StopRegistry(clock=clock)
