@@ -1,7 +1,8 @@
 """cordstream's shell: `stream_to_discord` over discord.py (SPEC §A, B, C, F).
 
 Everything a bot needs is importable from here: the orchestrator and registry, the config and
-context, the provider protocol, and the core's value types it hands back.
+context, the provider protocol, the reference tool loop `run_turn`, and the core's value types
+it hands back. The provider adapters live in `shell.providers` (each needs its SDK's extra).
 """
 
 from domain import (
@@ -25,7 +26,9 @@ from domain import (
 from shell.config import StreamConfig
 from shell.context import StreamContext, StreamProvider
 from shell.orchestrator import StreamOrchestrator
+from shell.providers.base import ToolOutcome, ToolProvider
 from shell.stops import DEFAULT_STOPS, StopRegistry
+from shell.turn import Tool, ToolRun, TurnResult, TurnStatus, run_turn
 
 __all__ = [
     "DEFAULT_STOPS",
@@ -47,7 +50,14 @@ __all__ = [
     "Thought",
     "ThoughtLog",
     "TokenUsage",
+    "Tool",
+    "ToolOutcome",
+    "ToolProvider",
+    "ToolRun",
+    "TurnResult",
+    "TurnStatus",
     "estimate_tokens",
     "normalize_usage",
+    "run_turn",
     "sum_turn_usage",
 ]

@@ -1,0 +1,432 @@
+"""`GeminiProvider`: Gemini's streaming generate-content API as a `StreamProvider` (SPEC §A).
+
+It calls `await client.aio.models.generate_content_stream(model=..., contents=...,
+config=...)` on the caller's `google.genai.Client`: `POST .../models/{model}:
+streamGenerateContent?alt=sse`, whose every `data:` line is one `GenerateContentResponse`
+(camelCase JSON, parsed by the SDK into snake_case models). `contents` and `config` go to the
+SDK as given (a `GenerateContentConfig`, its dict form, or None).
+
+`start_stream` keeps the per-stream state (the model's parts, function calls, finish reason,
+usage) and yields one item per SDK response, already decided: a `ProcessedChunk`, or a
+`base.Failed` for an SDK or HTTP failure, which `process_chunk` turns into an `ErrorChunk`.
+Every response yields something (an empty `TextChunk` when it shows nothing), so a long
+function call re-arms the inactivity deadline (B2). After the SDK's stream ends, one terminal
+item follows.
+
+Rules (where the shared contract in `shell.providers.base` left a choice):
+
+- **Candidates.** Only the first candidate is read (the SDK's own stream helpers do the same);
+  ask for `candidate_count` 1.
+- **Text.** Text parts whose `thought` is not true are passed through as-is (inline `<think>`
+  included: the core captures it). Other part kinds (inline data, executable code …) show
+  nothing but are kept for `after_tools`.
+- **Thoughts.** Parts with `thought: true` are the thought *summaries* Gemini sends when
+  `thinking_config.include_thoughts` is set (the raw reasoning is never sent), so they become
+  `Thought("summary", text)`.
+- **Usage.** `usage_metadata` is a running total repeated on several responses; each chunk
+  carries its response's report as given (the SDK model; `normalize_usage` reads
+  `prompt_token_count` as input and `candidates_token_count + thoughts_token_count` as output),
+  and the terminal chunk carries the last report, so the latest wins and nothing is summed.
+- **Function calls** are whole in the part that brings them (`functionCall.args` is a JSON
+  object; none is `{}`). A call without an `id` (the Gemini API sends none for most models)
+  gets `call_<n>`, `n` counting the calls of the answer from 0; that id exists only on our
+  side: the function response goes back without one, as the API expects. Streamed arguments
+  (`streamFunctionCallArguments`, `partial_args`) are not assembled. Declare tools as
+  function declarations: Python callables in `config.tools` make the SDK run them itself
+  (automatic function calling) inside one stream, which this adapter does not support.
+- **Finish.** The finish signal is a candidate's `finish_reason`. When the stream is over, in
+  this order: a prompt blocked by `prompt_feedback.block_reason` (nothing shown, no call) →
+  `ErrorChunk(content_blocked_error(<block reason>))`; no finish reason → `Failed(
+  truncated_error())`; a content-filter finish (`SAFETY`, `RECITATION`, `BLOCKLIST`,
+  `PROHIBITED_CONTENT`, `SPII`, `IMAGE_SAFETY`: whatever `unify_finish_reason` calls
+  `content_filter`) with no visible text → `ErrorChunk(content_blocked_error(<reason>))`, even
+  when function calls came before the filter (calls from a filtered answer are not run); with
+  text → `DoneChunk` whose `finish_reason` is `content_filter`; function calls → one
+  `FunctionCallChunk` with every call in order (Gemini finishes a function-call answer with
+  `STOP`); anything else → `DoneChunk(finish_metadata(reason, model=model_version,
+  response_id=response_id))` (`MAX_TOKENS` → `length`). Error chunks carry the last usage too.
+- **Errors.** `google.genai.errors.APIError` (`ClientError` 4xx, `ServerError` 5xx) →
+  `error_from_status(code, message, error_type=status)`, from the body `{"error": {"code",
+  "message", "status"}}`: `RESOURCE_EXHAUSTED` → `rate_limit`, `UNAVAILABLE` →
+  `provider_overloaded`, `DEADLINE_EXCEEDED`/504 → `timeout`, a 404 naming the model →
+  `model_error`, `INTERNAL` → retryable `api_error`, `INVALID_ARGUMENT`/`PERMISSION_DENIED` →
+  `api_error`. A rate limit that mentions a quota is not retryable by the shared rule, unless
+  the error's details hold a `google.rpc.RetryInfo` (the API's "retry in 33 s"): then it is. A
+  mid-stream `data: {"error": {...}}` line is raised by the SDK as the same `APIError`, with
+  the code from the body (the HTTP status was 200), and is mapped the same way. A `data:` line
+  that is not JSON → `api_error`, retryable. Transport failures depend on the SDK's HTTP
+  client: aiohttp (the default whenever it is installed, and this project depends on it)
+  raises `aiohttp.ClientError` (a cut mid-stream is `ClientPayloadError`) and
+  `TimeoutError`; an `httpx2` client (`HttpOptions.httpx_async_client`) raises
+  `httpx2.RequestError` / `httpx2.TimeoutException`. Timeouts → `timeout_error`, the rest and
+  any `OSError` → `connection_error`. A failure after the finish signal is ignored: the answer
+  is whole. (A caller-supplied plain `httpx` client's errors are not mapped: they end the
+  stream as an exception result, B13.)
+- **Closing** (B10). The SDK reads the response through a chain of async generators, and its
+  `HttpResponse` holds the innermost ones in a reference cycle (`segment_iterator`), so
+  closing the SDK's outer generator leaves the HTTP response open until the next garbage
+  collection. The adapter therefore notes the SDK's suspended generators below the stream
+  before closing it, closes the stream, then closes each of them, outer to inner: the SDK's
+  own `finally` releases the aiohttp response (or closes the httpx2 one) at once. A stream
+  the SDK already ended (finished, failed, cancelled) needs none of this.
+- **The client is the caller's.** Its retries (`HttpOptions.retry_options`; none by default,
+  except the SDK's own single retry of an aiohttp connect error when no retry options are
+  set) and timeouts are left alone, and it is never closed. The SDK's automatic continuation
+  (`continuation_token` hops) is left as configured: its chunks are read like any others.
+
+`after_tools(outcomes)` returns a new provider whose `contents` are this request's (a plain
+string becomes one user `Content`), then the answer as received, `Content(role="model",
+parts=...)` with every part of every response in order — thought parts, text, function calls
+and their `thought_signature`s untouched — then one `Content(role="user", parts=[Part(
+function_response=FunctionResponse(name, response={"result": output}, id))...])`, in
+`outcomes` order; a failed tool (`is_error`) answers `{"error": output}`, and `id` is set only
+when the model's call had one. It raises `ValueError` unless the last stream ended in function
+calls, or when the outcomes do not answer exactly those calls (the API rejects a turn whose
+function responses do not match its calls). A provider object runs one stream at a time: the
+last answer is remembered per object, and a new `start_stream` forgets it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gc
+import inspect
+from collections import deque
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, TypeAlias, cast
+
+import aiohttp
+import httpx2
+from google import genai
+from google.genai import errors as genai_errors
+from google.genai import types
+
+from domain import (
+    DoneChunk,
+    ErrorChunk,
+    FunctionCall,
+    FunctionCallChunk,
+    ProcessedChunk,
+    ProviderError,
+    TextChunk,
+    Thought,
+)
+from shell.config import StreamConfig
+from shell.context import StreamContext
+from shell.providers import base
+from shell.providers.base import Failed, ToolOutcome
+
+GeminiItem: TypeAlias = ProcessedChunk | Failed
+"""What `start_stream` yields: a decided chunk, or a failure to report as an `ErrorChunk`."""
+
+Contents: TypeAlias = types.ContentListUnion | types.ContentListUnionDict
+"""What `generate_content_stream` accepts as `contents`: a string, a `Content`, parts, a list."""
+
+Config: TypeAlias = types.GenerateContentConfigOrDict | None
+
+_TIMEOUTS: Final = (TimeoutError, httpx2.TimeoutException)
+_FAILURES: Final = (
+    genai_errors.APIError,
+    genai_errors.UnknownApiResponseError,
+    aiohttp.ClientError,
+    httpx2.RequestError,
+    OSError,  # TimeoutError, ConnectionResetError …
+)
+_SDK_PACKAGE: Final = "google.genai"
+_MAX_SDK_GENERATORS: Final = 64
+_RETRY_INFO: Final = "google.rpc.RetryInfo"
+
+
+@dataclass(frozen=True, slots=True)
+class _ToolTurn:
+    """The last answer, when it ended in function calls: what `after_tools` appends."""
+
+    content: types.Content
+    calls: tuple[FunctionCall, ...]
+    wire_ids: Mapping[str, str | None]  # our call id → the id the model sent (None: none)
+
+
+@dataclass
+class _Answer:
+    """Everything one stream said so far."""
+
+    parts: list[types.Part] = field(default_factory=list)
+    calls: list[types.FunctionCall] = field(default_factory=list)
+    shown: list[str] = field(default_factory=list)
+    finish_reason: types.FinishReason | str | None = None
+    block_reason: types.BlockedReason | str | None = None
+    usage: types.GenerateContentResponseUsageMetadata | None = None
+    model: str | None = None
+    response_id: str | None = None
+
+    def take(self, response: types.GenerateContentResponse) -> TextChunk:
+        """Record one SDK response; return what it shows now."""
+        candidate = response.candidates[0] if response.candidates else None
+        content = candidate.content if candidate is not None else None
+        text: list[str] = []
+        thoughts: list[Thought] = []
+        for part in (content.parts if content is not None else None) or []:
+            self.parts.append(part)
+            if part.function_call is not None:
+                self.calls.append(part.function_call)
+            elif part.text:
+                if part.thought:
+                    thoughts.append(Thought("summary", part.text))
+                else:
+                    text.append(part.text)
+        self.shown.extend(text)
+        if candidate is not None and candidate.finish_reason is not None:
+            self.finish_reason = candidate.finish_reason
+        feedback = response.prompt_feedback
+        if feedback is not None and feedback.block_reason is not None:
+            self.block_reason = feedback.block_reason
+        if response.usage_metadata is not None:
+            self.usage = response.usage_metadata
+        if response.model_version:
+            self.model = response.model_version
+        if response.response_id:
+            self.response_id = response.response_id
+        return TextChunk("".join(text), usage=response.usage_metadata, thoughts=tuple(thoughts))
+
+    def terminal(self) -> tuple[GeminiItem, _ToolTurn | None]:
+        """The last item of the stream, and the answer to remember for `after_tools`."""
+        usage = self.usage
+        visible = "".join(self.shown).strip()
+        if self.block_reason is not None and not visible and not self.calls:
+            blocked = base.content_blocked_error(_value(self.block_reason))
+            return ErrorChunk(blocked, usage=usage), None
+        reason = self.finish_reason
+        if reason is None:
+            return Failed(base.truncated_error()), None
+        if base.unify_finish_reason(reason) == "content_filter" and not visible:
+            return ErrorChunk(base.content_blocked_error(_value(reason)), usage=usage), None
+        if self.calls and base.unify_finish_reason(reason) != "content_filter":
+            calls: list[FunctionCall] = []
+            wire_ids: dict[str, str | None] = {}
+            for index, call in enumerate(self.calls):
+                call_id = call.id or f"call_{index}"
+                wire_ids[call_id] = call.id or None
+                calls.append(FunctionCall(call.name or "", dict(call.args or {}), id=call_id))
+            turn = _ToolTurn(
+                types.Content(role="model", parts=list(self.parts)), tuple(calls), wire_ids
+            )
+            return FunctionCallChunk(tuple(calls), usage=usage), turn
+        metadata = base.finish_metadata(reason, model=self.model, response_id=self.response_id)
+        return DoneChunk(metadata, usage=usage), None
+
+
+def _value(reason: object) -> str:
+    """An SDK enum member's wire value (`FinishReason.SAFETY` → "SAFETY")."""
+    value = getattr(reason, "value", reason)
+    return value if isinstance(value, str) else str(value)
+
+
+class GeminiProvider:
+    """A Gemini generate-content stream; see the module docstring for the rules."""
+
+    name: str = "gemini"
+
+    def __init__(
+        self,
+        client: genai.Client,
+        *,
+        model: str,
+        contents: Contents,
+        config: Config = None,
+    ) -> None:
+        self._client = client
+        self._model = model
+        self._contents = contents
+        self._config = config
+        self._last_tool_turn: _ToolTurn | None = None
+
+    @property
+    def client(self) -> genai.Client:
+        return self._client
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def contents(self) -> Contents:
+        return self._contents
+
+    @property
+    def config(self) -> Config:
+        return self._config
+
+    # --- StreamProvider ---------------------------------------------------------------------
+
+    def start_stream(
+        self, config: StreamConfig, context: StreamContext
+    ) -> AsyncIterator[GeminiItem]:
+        """A fresh request per call (a retry calls it again); forgets the last answer."""
+        self._last_tool_turn = None
+        return self._stream()
+
+    def process_chunk(self, raw: GeminiItem) -> ProcessedChunk:
+        if isinstance(raw, Failed):
+            return ErrorChunk(raw.error)
+        return raw
+
+    def describe_error(self, error: ProviderError, locale: str) -> str | None:
+        return base.describe_error(error, locale)
+
+    # --- ToolProvider -----------------------------------------------------------------------
+
+    def after_tools(self, outcomes: Sequence[ToolOutcome]) -> GeminiProvider:
+        turn = self._last_tool_turn
+        if turn is None:
+            raise ValueError("the last Gemini stream did not end in function calls")
+        wanted = [str(call.id) for call in turn.calls]
+        given = [str(outcome.call.id) for outcome in outcomes]
+        if sorted(given) != sorted(wanted):
+            raise ValueError(
+                f"tool results {given!r} do not answer the model's function calls {wanted!r}"
+            )
+        names = {str(call.id): call.name for call in turn.calls}
+        responses = [
+            types.Part(
+                function_response=types.FunctionResponse(
+                    id=turn.wire_ids[str(outcome.call.id)],
+                    name=names[str(outcome.call.id)],
+                    response={"error" if outcome.is_error else "result": outcome.output},
+                )
+            )
+            for outcome in outcomes
+        ]
+        contents: list[types.ContentUnionDict] = [
+            *_as_list(self._contents),
+            turn.content,
+            types.Content(role="user", parts=responses),
+        ]
+        return GeminiProvider(
+            self._client, model=self._model, contents=contents, config=self._config
+        )
+
+    # --- the stream -------------------------------------------------------------------------
+
+    async def _stream(self) -> AsyncIterator[GeminiItem]:
+        answer = _Answer()
+        stream: AsyncIterator[types.GenerateContentResponse] | None = None
+        failure: ProviderError | None = None
+        try:
+            stream = await self._client.aio.models.generate_content_stream(
+                model=self._model, contents=self._contents, config=self._config
+            )
+            async for response in stream:
+                yield answer.take(response)
+        except _FAILURES as error:
+            failure = _failure(error)
+        finally:
+            if stream is not None:
+                await _close(stream)
+        if failure is not None and answer.finish_reason is None:
+            yield Failed(failure)
+            return
+        item, turn = answer.terminal()
+        self._last_tool_turn = turn
+        yield item
+
+
+def _as_list(contents: Contents) -> list[types.ContentUnionDict]:
+    """The request's contents as a list to append to (a string is one user `Content`)."""
+    if isinstance(contents, str):
+        return [types.Content(role="user", parts=[types.Part(text=contents)])]
+    if isinstance(contents, list):
+        return cast("list[types.ContentUnionDict]", list(contents))
+    return [cast("types.ContentUnionDict", contents)]
+
+
+def _failure(error: Exception) -> ProviderError:
+    """An SDK or transport exception as a `ProviderError` (see **Errors** above)."""
+    if isinstance(error, genai_errors.APIError):
+        return _api_failure(error)
+    if isinstance(error, genai_errors.UnknownApiResponseError):
+        return base.error_from_status(
+            None,
+            f"the provider sent a stream event that is not JSON ({error})",
+            code="malformed_event",
+            original=error,
+        )
+    if isinstance(error, _TIMEOUTS):
+        return base.timeout_error(error)
+    return base.connection_error(error)
+
+
+def _api_failure(error: genai_errors.APIError) -> ProviderError:
+    code: object = error.code
+    status = code if isinstance(code, int) and not isinstance(code, bool) else None
+    message = error.message if isinstance(error.message, str) else ""
+    kind = error.status if isinstance(error.status, str) else None
+    mapped = base.error_from_status(status, message or str(error), error_type=kind, original=error)
+    if mapped.kind == "rate_limit" and not mapped.retryable and _says_retry(error.details):
+        mapped = dataclasses.replace(mapped, retryable=True)
+    return mapped
+
+
+def _says_retry(details: object) -> bool:
+    """Whether an error body holds a `google.rpc.RetryInfo` (the server's "retry in …")."""
+    if isinstance(details, Mapping) and isinstance(details.get("error"), Mapping):
+        details = details["error"]
+    entries = details.get("details") if isinstance(details, Mapping) else None
+    if not isinstance(entries, list):
+        return False
+    return any(
+        isinstance(entry, Mapping) and str(entry.get("@type", "")).endswith(_RETRY_INFO)
+        for entry in entries
+    )
+
+
+# --- closing --------------------------------------------------------------------------------
+
+
+async def _close(stream: AsyncIterator[types.GenerateContentResponse]) -> None:
+    """Close the SDK's stream and its HTTP response now, not at the next GC (B10, B11)."""
+    below = _sdk_generators(stream)  # before closing: a closed generator's frame is gone
+    for closable in (stream, *below):
+        aclose = getattr(closable, "aclose", None)
+        if aclose is None:
+            continue
+        with contextlib.suppress(Exception):  # closing must not turn a result into an exception
+            await aclose()
+
+
+def _sdk_generators(root: object) -> list[AsyncGenerator[Any, Any]]:
+    """The SDK's suspended async generators from `root` down, outer first.
+
+    Followed: the generators a suspended generator's frame holds (locals and the iterator of
+    an `async for`), and those kept as attributes by an SDK async iterator it holds
+    (`HttpResponse.segment_iterator`); not the attributes of shared SDK objects such as the
+    client. Only generators of the SDK's own modules are taken.
+    """
+    found: list[AsyncGenerator[Any, Any]] = []
+    seen: set[int] = set()
+    pending: deque[object] = deque([root])
+    while pending and len(found) < _MAX_SDK_GENERATORS:
+        item = pending.popleft()
+        if not inspect.isasyncgen(item) or id(item) in seen:
+            continue
+        seen.add(id(item))
+        frame = item.ag_frame
+        if frame is None or not str(frame.f_globals.get("__name__", "")).startswith(_SDK_PACKAGE):
+            continue
+        found.append(item)
+        for held in gc.get_referents(item):
+            if inspect.isasyncgen(held):
+                pending.append(held)
+            elif _is_sdk_async_iterator(held):
+                pending.extend(v for v in vars(held).values() if inspect.isasyncgen(v))
+    return found
+
+
+def _is_sdk_async_iterator(value: object) -> bool:
+    kind = type(value)
+    return (
+        kind.__module__.startswith(_SDK_PACKAGE)
+        and hasattr(kind, "__anext__")
+        and hasattr(value, "__dict__")
+    )

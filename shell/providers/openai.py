@@ -1,0 +1,544 @@
+"""`OpenAIChatProvider`: streaming chat completions as a `StreamProvider` (SPEC §A).
+
+It calls `client.chat.completions.create(model=..., messages=..., tools=... (only when given
+and not empty), stream=True, stream_options={"include_usage": True}, **params)` on the
+caller's `openai.AsyncOpenAI`, so it works against OpenAI and every OpenAI-compatible server
+(OpenRouter, Ollama, vLLM, LM Studio, llama.cpp, DeepSeek …). `stream_options` given in
+`params` is merged with `include_usage: true`; `stream_options=None` leaves it out of the
+request, for a server that rejects the field. `stream` is not accepted in `params`.
+
+`start_stream` reads the SDK's `ChatCompletionChunk`s, keeps the per-stream state (text,
+reasoning, tool-call fragments, finish reason, usage) and yields one item per chunk, already
+decided: a `ProcessedChunk`, or a `base.Failed` for an SDK or HTTP failure, which
+`process_chunk` turns into an `ErrorChunk`. Every SDK chunk yields something (an empty
+`TextChunk` when it shows nothing: a role-only delta, a tool-argument fragment, a usage-only
+chunk), so a long tool call re-arms the inactivity deadline (B2). After the SDK's stream ends,
+one terminal item follows.
+
+Rules (where the shared contract in `shell.providers.base` left a choice):
+
+- **Tolerance.** The SDK builds chunks without validation, so any field may be missing,
+  `None` or of the wrong type: every field is read defensively. `choices` may be empty (the
+  usage chunk, Azure's `prompt_filter_results` chunk); only the choice with `index` 0 (or the
+  first one) is read, since the adapter never asks for `n > 1`.
+- **Text.** `delta.content` is passed through as-is (inline `<think>` included: the core
+  captures it). `delta.refusal` (a structured-output refusal) is the model's answer to the
+  user and is shown as text too.
+- **Reasoning.** The non-standard delta fields `reasoning_content` (DeepSeek, vLLM) and
+  `reasoning` (OpenRouter, Ollama, newer vLLM) become `Thought("raw", delta)`. When a delta
+  carries both (vLLM sends the same text under both names), only `reasoning_content` is shown.
+- **serving_provider**: OpenRouter's chunk-level `provider` string, on every chunk that has
+  it and on the terminal chunk.
+- **Usage.** The latest usage object that normalizes to a real count wins (usage on every
+  chunk, vLLM's `continuous_usage_stats`; on the finish chunk, llama.cpp; on the trailing
+  `choices == []` chunk, OpenAI). It is carried only by the terminal chunk, which is yielded
+  after the SDK's stream is over, so it is the complete, final report. A server that never
+  sends usage gives a terminal chunk without usage.
+- **Tool calls** are assembled by `index`: id, type and name come with a call's first delta,
+  `arguments` in string fragments after it, and parallel calls may interleave. A delta
+  without an `index` continues the last call, or starts a new one when it brings an id not
+  seen yet; a delta whose id differs from the one already at its index starts a new call
+  (servers that number every call 0). A call without an id gets `call_<index>`, used in the
+  `FunctionCall`, the assistant message and the tool message alike. Arguments are parsed at
+  the end: an empty string is `{}`; text that is not a JSON object (cut by `length`, or plain
+  malformed) is an error, not a call with made-up arguments: the stream ends with
+  `ProviderError("api_error", code="invalid_tool_arguments", retryable=True)` naming the tool
+  (a new request usually gets valid arguments). So is a call without a name
+  (`code="invalid_tool_call"`). The legacy `function_call` delta (the deprecated `functions`
+  parameter) is not read.
+- **Finish.** The finish signal is a non-empty `finish_reason` on a choice; chunks after it
+  still count (the usage chunk). When the stream is over, in this order: `finish_reason:
+  "error"` (OpenRouter), or a chunk carrying an `error` object that the SDK did not raise for
+  (see **Errors**), is an `ErrorChunk(error_from_status(None, message, error_type=...,
+  code=...))` from that object (code `"error"` without one), even after tool calls; if any
+  tool call was assembled, one `FunctionCallChunk(calls, usage=...)` with every call in index
+  order (whatever the finish reason: older Ollama says `stop`); a `content_filter` finish with
+  no visible text is `ErrorChunk(content_blocked_error("content_filter"))`; otherwise
+  `DoneChunk(finish_metadata(reason, model=..., response_id=...), usage=...)` with the last
+  non-empty `model` and `id` seen (with text, `content_filter` is such a `DoneChunk`). No
+  finish reason at all → `Failed(truncated_error())`: the SDK raises nothing when `[DONE]` is
+  missing.
+- **Errors.** `APITimeoutError` → `timeout_error`; `APIConnectionError` (including a
+  connection cut mid-stream, which the SDK wraps) → `connection_error`; `APIStatusError` →
+  `error_from_status(status, message, error_type=..., code=...)` with the message, type and
+  code from the body `{"error": {"message", "type", "code"}}` (the SDK hands the inner object
+  to the exception). A mid-stream `data: {"error": {...}}` event is raised by the SDK as a
+  plain `APIError` for any chunk whose `error` is truthy (OpenAI's server_error event, and
+  OpenRouter's error chunk that also carries `choices` and `finish_reason: "error"`: the
+  SDK's "legacy" stream mode, the one chat completions use), and is mapped with status
+  `None` and the object's message, type and code. An event whose data is not JSON →
+  `api_error`, retryable. A failure that comes after the finish signal (the connection cut
+  before the usage chunk or `[DONE]`) is ignored: the answer is whole, only its usage is lost.
+- **Closing.** The SDK stream's HTTP response is closed in `finally` on every exit path
+  (B10), before the terminal item is yielded. The SDK's own chunk generator (a private
+  attribute, read defensively) is closed first: left suspended, it and the httpx2 generators
+  under it sit in a reference cycle until the garbage collector finishes them, each in a task
+  of its own, at some later moment (B11). The client is the caller's: its retries and
+  timeouts are left alone and it is never closed.
+
+`after_tools(outcomes)` returns a new provider whose messages are this request's, then the
+answer as received, `{"role": "assistant", "content": text or None, "tool_calls": [{"id",
+"type": "function", "function": {"name", "arguments": the raw arguments string ("{}" when
+the model sent none)}}]}` — plus `reasoning_content` and/or `reasoning` when the answer
+carried them (DeepSeek rejects a tool round whose reasoning is not handed back) — then one
+`{"role": "tool", "tool_call_id": id, "content": output}` per outcome, in `outcomes` order.
+Chat completions have no error flag for a tool result: a failed tool's `output` says so
+itself. It raises `ValueError` unless the last stream ended in tool calls, or when the
+outcomes do not answer exactly that answer's calls (the API rejects an unanswered call). A
+provider object runs one stream at a time: the last answer is remembered per object.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias, cast
+
+import openai
+from openai.types.chat import (
+    ChatCompletionChunk,
+    ChatCompletionMessageParam,
+    ChatCompletionToolUnionParam,
+)
+
+from domain import (
+    DoneChunk,
+    ErrorChunk,
+    FunctionCall,
+    FunctionCallChunk,
+    ProcessedChunk,
+    ProviderError,
+    TextChunk,
+    Thought,
+    normalize_usage,
+)
+from shell.config import StreamConfig
+from shell.context import StreamContext
+from shell.providers import base
+from shell.providers.base import Failed, ToolOutcome
+
+OpenAIItem: TypeAlias = ProcessedChunk | Failed
+"""What `start_stream` yields: a decided chunk, or a failure to report as an `ErrorChunk`."""
+
+Message: TypeAlias = ChatCompletionMessageParam | Mapping[str, object]
+Tool: TypeAlias = ChatCompletionToolUnionParam | Mapping[str, object]
+
+
+def _get(obj: object, name: str) -> object:
+    """A field of an SDK object that may be missing or of any type (unvalidated chunks)."""
+    return getattr(obj, name, None)
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    """What one SDK chunk says, read defensively."""
+
+    content: str
+    refusal: str
+    reasoning_content: str
+    reasoning: str
+    tool_calls: tuple[object, ...]
+    finish_reason: str | None
+    serving_provider: str | None
+
+
+def _choice(chunk: object) -> object:
+    choices = _get(chunk, "choices")
+    if not isinstance(choices, list) or not choices:
+        return None
+    for choice in choices:
+        if _get(choice, "index") == 0:
+            return choice
+    return choices[0]
+
+
+def _read(chunk: object) -> _Piece:
+    choice = _choice(chunk)
+    delta = _get(choice, "delta")
+    tool_calls = _get(delta, "tool_calls")
+    finish = _get(choice, "finish_reason")
+    provider = _get(chunk, "provider")
+    return _Piece(
+        content=_text(_get(delta, "content")),
+        refusal=_text(_get(delta, "refusal")),
+        reasoning_content=_text(_get(delta, "reasoning_content")),
+        reasoning=_text(_get(delta, "reasoning")),
+        tool_calls=tuple(tool_calls) if isinstance(tool_calls, list) else (),
+        finish_reason=finish if isinstance(finish, str) and finish else None,
+        serving_provider=provider if isinstance(provider, str) and provider else None,
+    )
+
+
+@dataclass
+class _Call:
+    """One tool call, assembled from its deltas."""
+
+    key: int
+    id: str | None = None
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+    @property
+    def call_id(self) -> str:
+        return self.id or f"call_{self.key}"
+
+    @property
+    def raw_arguments(self) -> str:
+        return "".join(self.arguments)
+
+
+@dataclass
+class _Answer:
+    """Everything one stream said so far."""
+
+    content: list[str] = field(default_factory=list)
+    refusal: list[str] = field(default_factory=list)
+    reasoning_content: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    calls: dict[int, _Call] = field(default_factory=dict)
+    slots: dict[int, int] = field(default_factory=dict)  # wire index → call key, when reused
+    last_key: int | None = None
+    finish_reason: str | None = None
+    usage: object = None
+    model: str | None = None
+    response_id: str | None = None
+    serving_provider: str | None = None
+    error: Mapping[str, object] | None = None
+
+    def take(self, chunk: ChatCompletionChunk) -> ProcessedChunk:
+        """Record one SDK chunk; return what it shows now."""
+        piece = _read(chunk)
+        for parts, value in (
+            (self.content, piece.content),
+            (self.refusal, piece.refusal),
+            (self.reasoning_content, piece.reasoning_content),
+            (self.reasoning, piece.reasoning),
+        ):
+            if value:
+                parts.append(value)
+        for delta in piece.tool_calls:
+            self._merge(delta)
+        model, response_id = _get(chunk, "model"), _get(chunk, "id")
+        if isinstance(model, str) and model:
+            self.model = model
+        if isinstance(response_id, str) and response_id:
+            self.response_id = response_id
+        if piece.serving_provider is not None:
+            self.serving_provider = piece.serving_provider
+        usage = _get(chunk, "usage")
+        if usage is not None and normalize_usage(usage) is not None:
+            self.usage = usage
+        if piece.finish_reason is not None:
+            self.finish_reason = piece.finish_reason
+        error = _get(chunk, "error")
+        if isinstance(error, Mapping) and error:  # the SDK raises for it; in case it did not
+            self.error = cast("Mapping[str, object]", error)
+            self.finish_reason = "error"
+        thought = piece.reasoning_content or piece.reasoning
+        return TextChunk(
+            piece.content + piece.refusal,
+            thoughts=(Thought("raw", thought),) if thought else (),
+            serving_provider=piece.serving_provider,
+        )
+
+    def _merge(self, delta: object) -> None:
+        index = _int(_get(delta, "index"))
+        call_id = _get(delta, "id")
+        call_id = call_id if isinstance(call_id, str) and call_id else None
+        if index is None:
+            known = [key for key, call in self.calls.items() if call_id and call.id == call_id]
+            if known:
+                key = known[0]
+            elif call_id is not None or self.last_key is None:
+                key = max(self.calls, default=-1) + 1
+            else:
+                key = self.last_key
+        else:
+            key = self.slots.get(index, index)
+            held = self.calls.get(key)
+            if held is not None and held.id and call_id and held.id != call_id:
+                key = max(self.calls) + 1  # a new call under a reused index
+                self.slots[index] = key
+        call = self.calls.setdefault(key, _Call(key))
+        self.last_key = key
+        if call.id is None and call_id is not None:
+            call.id = call_id
+        function = _get(delta, "function")
+        name = _get(function, "name")
+        if isinstance(name, str) and name and not call.name:
+            call.name = name
+        arguments = _get(function, "arguments")
+        if isinstance(arguments, str) and arguments:
+            call.arguments.append(arguments)
+
+    def terminal(self) -> tuple[OpenAIItem, _ToolTurn | None]:
+        """The last item of the stream, and the answer to remember for `after_tools`."""
+        reason = self.finish_reason
+        if reason is None:
+            return Failed(base.truncated_error()), None
+        extra: dict[str, Any] = {"usage": self.usage, "serving_provider": self.serving_provider}
+        if reason == "error":
+            error = _reported(
+                None,
+                {"code": "error", **(self.error or {})},
+                "the provider ended the answer with finish_reason 'error'",
+                original=self.error,
+            )
+            return ErrorChunk(error, **extra), None
+        if self.calls:
+            calls: list[FunctionCall] = []
+            for call in sorted(self.calls.values(), key=lambda c: c.key):
+                arguments = _arguments(call.raw_arguments)
+                if not call.name or arguments is None:
+                    return ErrorChunk(_broken_call(call, reason), **extra), None
+                calls.append(FunctionCall(call.name, arguments, id=call.call_id))
+            return FunctionCallChunk(tuple(calls), **extra), self._tool_turn(calls)
+        shown = "".join(self.content) + "".join(self.refusal)
+        if base.unify_finish_reason(reason) == "content_filter" and not shown.strip():
+            return ErrorChunk(base.content_blocked_error(reason), **extra), None
+        metadata = base.finish_metadata(reason, model=self.model, response_id=self.response_id)
+        return DoneChunk(metadata, **extra), None
+
+    def _tool_turn(self, calls: Sequence[FunctionCall]) -> _ToolTurn:
+        ordered = sorted(self.calls.values(), key=lambda c: c.key)
+        message: dict[str, object] = {
+            "role": "assistant",
+            "content": "".join(self.content) or None,
+            "tool_calls": [
+                {
+                    "id": call.call_id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.raw_arguments or "{}"},
+                }
+                for call in ordered
+            ],
+        }
+        if self.reasoning_content:
+            message["reasoning_content"] = "".join(self.reasoning_content)
+        if self.reasoning:
+            message["reasoning"] = "".join(self.reasoning)
+        return _ToolTurn(message, tuple(calls))
+
+
+def _arguments(text: str) -> dict[str, object] | None:
+    """A call's arguments as a mapping; `None` when they are not a JSON object."""
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return cast("dict[str, object]", value) if isinstance(value, dict) else None
+
+
+def _broken_call(call: _Call, reason: str) -> ProviderError:
+    """Why a call cannot be made: no name, or arguments that are not a JSON object."""
+    if not call.name:
+        return ProviderError(
+            "api_error",
+            f"the model made a tool call ({call.call_id}) without a name",
+            code="invalid_tool_call",
+            retryable=True,
+        )
+    text = call.raw_arguments
+    shown = text if len(text) <= 200 else text[:200] + "…"
+    return ProviderError(
+        "api_error",
+        f"the model called {call.name!r} with arguments that are not a JSON object "
+        f"(finish_reason {reason!r}): {shown}",
+        code="invalid_tool_arguments",
+        retryable=True,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _ToolTurn:
+    """The last answer, when it ended in tool calls: what `after_tools` appends."""
+
+    message: Mapping[str, object]
+    calls: tuple[FunctionCall, ...]
+
+
+class OpenAIChatProvider:
+    """A chat-completions stream; see the module docstring for the rules."""
+
+    name: str = "openai"
+
+    def __init__(
+        self,
+        client: openai.AsyncOpenAI,
+        *,
+        model: str,
+        messages: Sequence[Message],
+        tools: Sequence[Tool] | None = None,
+        **params: Any,
+    ) -> None:
+        if "stream" in params:
+            raise TypeError("OpenAIChatProvider always streams; do not pass `stream`")
+        self._client = client
+        self._model = model
+        self._messages: tuple[Message, ...] = tuple(messages)
+        self._tools: tuple[Tool, ...] | None = tuple(tools) if tools else None
+        self._params: dict[str, Any] = dict(params)
+        self._last_tool_turn: _ToolTurn | None = None
+
+    @property
+    def client(self) -> openai.AsyncOpenAI:
+        return self._client
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        return self._messages
+
+    @property
+    def tools(self) -> tuple[Tool, ...] | None:
+        return self._tools
+
+    @property
+    def params(self) -> Mapping[str, Any]:
+        return dict(self._params)
+
+    # --- StreamProvider ---------------------------------------------------------------------
+
+    def start_stream(
+        self, config: StreamConfig, context: StreamContext
+    ) -> AsyncIterator[OpenAIItem]:
+        """A fresh request per call (a retry calls it again); forgets the last answer."""
+        self._last_tool_turn = None
+        return self._stream()
+
+    def process_chunk(self, raw: OpenAIItem) -> ProcessedChunk:
+        if isinstance(raw, Failed):
+            return ErrorChunk(raw.error)
+        return raw
+
+    def describe_error(self, error: ProviderError, locale: str) -> str | None:
+        return base.describe_error(error, locale)
+
+    # --- ToolProvider -----------------------------------------------------------------------
+
+    def after_tools(self, outcomes: Sequence[ToolOutcome]) -> OpenAIChatProvider:
+        turn = self._last_tool_turn
+        if turn is None:
+            raise ValueError("the last OpenAI stream did not end in tool calls")
+        wanted = [call.id for call in turn.calls]
+        given = [outcome.call.id for outcome in outcomes]
+        if sorted(map(str, given)) != sorted(map(str, wanted)):
+            raise ValueError(
+                f"tool results {given!r} do not answer the model's tool calls {wanted!r}"
+            )
+        results: list[Message] = [
+            {"role": "tool", "tool_call_id": str(outcome.call.id), "content": outcome.output}
+            for outcome in outcomes
+        ]
+        return OpenAIChatProvider(
+            self._client,
+            model=self._model,
+            messages=[*self._messages, dict(turn.message), *results],
+            tools=self._tools,
+            **self._params,
+        )
+
+    # --- the stream -------------------------------------------------------------------------
+
+    def _request(self) -> dict[str, Any]:
+        request: dict[str, Any] = dict(self._params)
+        options = request.pop("stream_options", {})
+        if options is not None:
+            request["stream_options"] = {**dict(options), "include_usage": True}
+        request["model"] = self._model
+        request["messages"] = [
+            message if isinstance(message, dict) else dict(message) for message in self._messages
+        ]
+        if self._tools:
+            request["tools"] = [
+                tool if isinstance(tool, dict) else dict(tool) for tool in self._tools
+            ]
+        request["stream"] = True
+        return request
+
+    async def _stream(self) -> AsyncIterator[OpenAIItem]:
+        answer = _Answer()
+        stream: openai.AsyncStream[ChatCompletionChunk] | None = None
+        failure: ProviderError | None = None
+        try:
+            stream = cast(
+                "openai.AsyncStream[ChatCompletionChunk]",
+                await self._client.chat.completions.create(**self._request()),
+            )
+            while True:
+                try:
+                    chunk = await anext(stream)
+                except StopAsyncIteration:
+                    break
+                yield answer.take(chunk)
+        except (openai.APIError, json.JSONDecodeError) as error:
+            failure = _failure(error)
+        finally:
+            if stream is not None:
+                await _close(stream)
+        if failure is not None and answer.finish_reason is None:
+            yield Failed(failure)
+            return
+        item, turn = answer.terminal()
+        self._last_tool_turn = turn
+        yield item
+
+
+def _failure(error: openai.APIError | json.JSONDecodeError) -> ProviderError:
+    """An SDK exception as a `ProviderError` (see **Errors** in the module docstring)."""
+    if isinstance(error, json.JSONDecodeError):
+        return base.error_from_status(
+            None,
+            f"the provider sent a stream event that is not JSON ({error})",
+            code="malformed_event",
+            original=error,
+        )
+    if isinstance(error, openai.APITimeoutError):
+        return base.timeout_error(error)
+    if isinstance(error, openai.APIConnectionError):
+        return base.connection_error(error)
+    status = error.status_code if isinstance(error, openai.APIStatusError) else None
+    body: object = error.body
+    if isinstance(body, Mapping) and isinstance(body.get("error"), Mapping):
+        body = body["error"]  # the SDK unwraps `{"error": {...}}`; a proxy may not
+    details = cast("Mapping[str, object]", body) if isinstance(body, Mapping) else {}
+    return _reported(status, details, error.message, original=error)
+
+
+def _reported(
+    status: int | None, details: Mapping[str, object], fallback: str, *, original: object
+) -> ProviderError:
+    """An error the provider described as `{"message", "type", "code"}`."""
+    message, error_type, code = details.get("message"), details.get("type"), details.get("code")
+    return base.error_from_status(
+        status,
+        message if isinstance(message, str) and message.strip() else fallback,
+        code=code if isinstance(code, str | int) and not isinstance(code, bool) else None,
+        error_type=error_type if isinstance(error_type, str) else None,
+        original=original,
+    )
+
+
+async def _close(stream: openai.AsyncStream[ChatCompletionChunk]) -> None:
+    """Close the SDK's event generator and the HTTP response (B10, B11)."""
+    aclose = getattr(stream.__dict__.get("_iterator"), "aclose", None)
+    with contextlib.suppress(Exception):  # closing must not turn a result into an exception
+        if aclose is not None:
+            await aclose()
+    with contextlib.suppress(Exception):
+        await stream.close()

@@ -1,0 +1,208 @@
+"""`run_turn`: the reference tool loop, one user turn from question to final answer.
+
+A turn is one or more *segments*, each one `stream_to_discord` call. When a segment ends in
+`function_call`, `run_turn` runs the caller's tools for every call of that segment, hands the
+results to the provider (`ToolProvider.after_tools`, in the provider's own message format) and
+streams the next segment. It stops at the first segment that ends any other way.
+
+Rules (the seed's tool loop, with the choices made where the issue was silent):
+
+- **Tools** are async callables taking the call's arguments (a mapping) and returning anything:
+  a `str` goes to the model as is, anything else as JSON (`default=str`). The calls of one
+  segment run concurrently (models emit parallel calls only when they are independent) and
+  their results go back in the order of the calls.
+- **A tool error** (the tool raised, timed out after `tool_timeout` seconds, or no tool has
+  that name) is reported to the model as `error: <message>` with `is_error=True`, so the model
+  can recover. `max_tool_errors` (5) failed calls in a row end the turn with status
+  `tool_error_limit`; a call that succeeds resets the count. The tool's exception itself is in
+  `TurnResult.tool_runs`.
+- **`max_tool_rounds`** (100): at most that many rounds of tools run; a segment asking for
+  one more ends the turn with status `tool_round_limit`, its calls not run.
+- **`empty_response`** is retried up to `empty_retries` (2) times with the same request; the
+  retries' empty segments stay in `segments` (they were billed).
+- **Only the turn's first message replies** to the user's message: once a segment has sent a
+  message, later segments post without a reply reference, as one answer.
+- **A stop or follow-up** registered while tools run ends the turn at the next segment: the
+  orchestrator resolves it before the provider is asked (B4), so no request is sent.
+- **Usage**: `sum_turn_usage` over every segment. When no segment reported usage, the
+  estimate `estimate_tokens` of the prompt text the caller passes (`prompt_text`) and of
+  the text delivered, with `usage_estimated=True`.
+
+`run_turn` never raises for what the provider, Discord or a tool does; only the caller's own
+cancellation propagates (a cancelled turn cancels the tools it is running).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Final, Literal, TypeAlias
+
+from domain import FunctionCall, StreamResult, TokenUsage, estimate_tokens, sum_turn_usage
+from shell.config import StreamConfig
+from shell.context import StreamContext
+from shell.orchestrator import StreamOrchestrator
+from shell.providers.base import ToolOutcome, ToolProvider
+
+Tool: TypeAlias = Callable[[Mapping[str, object]], Awaitable[object]]
+
+TurnStatus: TypeAlias = Literal[
+    "completed",
+    "error",
+    "timeout",
+    "stopped_by_user",
+    "empty_response",
+    "follow_up_interrupt",
+    "tool_round_limit",
+    "tool_error_limit",
+]
+
+MAX_TOOL_ROUNDS: Final = 100
+MAX_TOOL_ERRORS: Final = 5
+EMPTY_RETRIES: Final = 2
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRun:
+    """One tool call of a turn: what was asked, what the model was told, what was raised."""
+
+    call: FunctionCall
+    outcome: ToolOutcome
+    exception: BaseException | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    """How a turn ended.
+
+    - `status`: the last segment's status, or `tool_round_limit` / `tool_error_limit`.
+    - `segments`: every segment's `StreamResult`, in order (empty retries included).
+    - `usage`: the turn's bill (`sum_turn_usage`), or the estimate when `usage_estimated`.
+    - `tool_runs`: every tool call run, in order.
+    - `error`: what `after_tools` raised, when a broken adapter ended the turn (status
+      `error`, the last segment a `function_call`).
+    """
+
+    status: TurnStatus
+    segments: tuple[StreamResult, ...]
+    usage: TokenUsage
+    usage_estimated: bool
+    tool_runs: tuple[ToolRun, ...] = ()
+    error: Exception | None = None
+
+    @property
+    def final(self) -> StreamResult:
+        """The last segment's result."""
+        return self.segments[-1]
+
+    @property
+    def text(self) -> str:
+        """Everything the turn delivered to Discord, segment after segment."""
+        return "".join(segment.accumulated_text for segment in self.segments)
+
+    @property
+    def messages_sent(self) -> int:
+        return sum(segment.messages_sent for segment in self.segments)
+
+
+def _render(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError) as error:  # a cycle, or NaN keys: still tell the model
+        return f"{value!r:.2000} (not JSON: {error})"
+
+
+async def _run_tool(
+    call: FunctionCall, tools: Mapping[str, Tool], tool_timeout: float | None
+) -> ToolRun:
+    tool = tools.get(call.name)
+    if tool is None:
+        known = ", ".join(sorted(tools)) or "none"
+        outcome = ToolOutcome(call, f"error: unknown tool {call.name!r} (tools: {known})", True)
+        return ToolRun(call, outcome)
+    try:
+        async with asyncio.timeout(tool_timeout):
+            value = await tool(call.arguments)
+    except TimeoutError as error:
+        outcome = ToolOutcome(call, f"error: tool {call.name!r} timed out", is_error=True)
+        return ToolRun(call, outcome, error)
+    except Exception as error:  # the tool's failure is the model's to handle, not ours
+        message = str(error) or type(error).__name__
+        return ToolRun(call, ToolOutcome(call, f"error: {message}", is_error=True), error)
+    return ToolRun(call, ToolOutcome(call, _render(value)))
+
+
+async def _run_round(
+    calls: Sequence[FunctionCall], tools: Mapping[str, Tool], tool_timeout: float | None
+) -> list[ToolRun]:
+    async with asyncio.TaskGroup() as group:
+        tasks = [group.create_task(_run_tool(call, tools, tool_timeout)) for call in calls]
+    return [task.result() for task in tasks]
+
+
+async def run_turn(
+    orchestrator: StreamOrchestrator,
+    provider: ToolProvider[Any],
+    context: StreamContext,
+    *,
+    tools: Mapping[str, Tool],
+    config: StreamConfig | None = None,
+    max_tool_rounds: int = MAX_TOOL_ROUNDS,
+    max_tool_errors: int = MAX_TOOL_ERRORS,
+    empty_retries: int = EMPTY_RETRIES,
+    tool_timeout: float | None = 60.0,
+    prompt_text: str = "",
+) -> TurnResult:
+    """Stream one user turn into Discord, running tools until the model answers."""
+    config = config if config is not None else StreamConfig()
+    segments: list[StreamResult] = []
+    runs: list[ToolRun] = []
+    rounds = failures = empties = 0
+    status: TurnStatus
+    while True:
+        result = await orchestrator.stream_to_discord(provider, config, context)
+        segments.append(result)
+        if result.messages_sent and context.reply_to is not None:
+            context = replace(context, reply_to=None)
+        if result.status == "empty_response" and empties < empty_retries:
+            empties += 1
+            continue
+        if result.status != "function_call":
+            status = result.status
+            break
+        if rounds >= max_tool_rounds:
+            status = "tool_round_limit"
+            break
+        rounds += 1
+        round_runs = await _run_round(result.function_calls, tools, tool_timeout)
+        runs.extend(round_runs)
+        for run in round_runs:
+            failures = failures + 1 if run.outcome.is_error else 0
+        if failures >= max_tool_errors:
+            status = "tool_error_limit"
+            break
+        try:
+            provider = provider.after_tools([run.outcome for run in round_runs])
+        except Exception as error:  # a broken adapter ends the turn, it does not raise
+            return _turn("error", segments, runs, prompt_text, error)
+        empties = 0
+    return _turn(status, segments, runs, prompt_text)
+
+
+def _turn(
+    status: TurnStatus,
+    segments: list[StreamResult],
+    runs: list[ToolRun],
+    prompt_text: str,
+    error: Exception | None = None,
+) -> TurnResult:
+    usage = sum_turn_usage(segments)
+    estimated = usage is None
+    if usage is None:
+        delivered = "".join(segment.accumulated_text for segment in segments)
+        usage = TokenUsage(estimate_tokens(prompt_text), estimate_tokens(delivered))
+    return TurnResult(status, tuple(segments), usage, estimated, tuple(runs), error)

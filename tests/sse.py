@@ -1,0 +1,141 @@
+"""A local model server for adapter tests: aiohttp on 127.0.0.1 replaying scripted replies.
+
+Each request to any path takes the next `Reply` from the queue (the last one repeats when the
+queue runs dry) and records the request (`Seen`: method, path, query, headers, JSON body), so
+a test can assert what the SDK sent as well as what the adapter made of the answer.
+
+A `Reply` is either a JSON body with a status (an HTTP error, or a non-streaming answer) or a
+list of SSE frames built with `sse(...)`. `cut_after=n` aborts the TCP connection after `n`
+frames (a connection cut mid-stream, without the chunked terminator); `hang_after=n` sends
+`n` frames and then nothing, until the server stops.
+
+    async with ModelServer() as server:
+        server.replies.append(Reply(frames=[sse({"x": 1}), sse_done()]))
+        client = openai.AsyncOpenAI(base_url=server.url + "/v1", api_key="k", max_retries=0)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+
+from aiohttp import web
+
+
+def sse(data: object, event: str | None = None) -> bytes:
+    """One SSE frame: an optional `event:` line and a JSON (or verbatim string) `data:` line."""
+    payload = data if isinstance(data, str) else json.dumps(data)
+    head = f"event: {event}\n" if event is not None else ""
+    return f"{head}data: {payload}\n\n".encode()
+
+
+def sse_done() -> bytes:
+    """OpenAI's end-of-stream frame."""
+    return b"data: [DONE]\n\n"
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted answer. `frames` → an SSE stream; otherwise `body` as JSON."""
+
+    status: int = 200
+    frames: Sequence[bytes] = ()
+    body: object = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    cut_after: int | None = None
+    hang_after: int | None = None
+
+
+@dataclass(frozen=True)
+class Seen:
+    method: str
+    path: str
+    query: Mapping[str, str]
+    headers: Mapping[str, str]
+    body: object
+
+
+class ModelServer:
+    """An aiohttp server on 127.0.0.1 with a random port; use as an async context manager."""
+
+    def __init__(self, replies: Sequence[Reply] = ()) -> None:
+        self.replies: list[Reply] = list(replies)
+        self.seen: list[Seen] = []
+        self._runner: web.AppRunner | None = None
+        self._stopping = asyncio.Event()
+        self.url = ""
+
+    async def __aenter__(self) -> ModelServer:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        server = site._server
+        assert isinstance(server, asyncio.base_events.Server)
+        port = server.sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stopping.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def _next(self) -> Reply:
+        if not self.replies:
+            return Reply(status=500, body={"error": {"message": "no reply scripted"}})
+        return self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        try:
+            body: object = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode(errors="replace")
+        self.seen.append(
+            Seen(request.method, request.path, dict(request.query), dict(request.headers), body)
+        )
+        reply = self._next()
+        if not reply.frames:
+            return web.Response(
+                status=reply.status,
+                body=json.dumps(reply.body).encode(),
+                headers={"Content-Type": "application/json", **reply.headers},
+            )
+        response = web.StreamResponse(
+            status=reply.status,
+            headers={
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-cache",
+                **reply.headers,
+            },
+        )
+        await response.prepare(request)
+        for index, frame in enumerate(reply.frames):
+            if reply.cut_after is not None and index == reply.cut_after:
+                assert request.transport is not None
+                request.transport.abort()  # no chunked terminator: the client sees a cut
+                return response
+            if reply.hang_after is not None and index == reply.hang_after:
+                await self._stopping.wait()
+                return response
+            await response.write(frame)
+        if reply.cut_after is not None:
+            assert request.transport is not None
+            request.transport.abort()
+            return response
+        if reply.hang_after is not None and reply.hang_after >= len(reply.frames):
+            await self._stopping.wait()
+            return response
+        await response.write_eof()
+        return response
