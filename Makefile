@@ -10,14 +10,14 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,all]'
 	touch $(STAMP)
 
 test: lint typecheck pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check domain shell tests bench
-	$(BIN)/ruff format --check domain shell tests bench
+	$(BIN)/ruff check domain shell tests bench examples
+	$(BIN)/ruff format --check domain shell tests bench examples
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict
@@ -36,7 +36,8 @@ demo: $(STAMP)
 	$(BIN)/cordstream demo $(ARGS)
 
 lock: $(STAMP)
-	$(BIN)/python -m pip freeze --exclude-editable | sed '/^-e /d' > constraints.txt
+	{ echo '# Exact versions `make` installs (pip -c). Regenerate with `make lock` after changing pyproject.toml.'; \
+	  $(BIN)/python -m pip freeze --exclude-editable | sed '/^-e /d'; } > constraints.txt
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

@@ -1,4 +1,9 @@
-"""The `cordstream` command. `cordstream demo` shows a stream end to end without any token."""
+"""The `cordstream` command.
+
+`cordstream demo` shows a stream end to end without any token or key; `cordstream chat`
+streams a real model's answer (any of the provider adapters) into the local Discord emulator
+or a real channel.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
+from shell import chat
 from shell.demo import Options, render, run_demo
 
 
@@ -33,10 +39,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo.add_argument(
         "--timeout", type=float, default=3.0, help="inactivity timeout in seconds (3)"
     )
+    chat.add_parser(commands)
     args = parser.parse_args(argv)
+    if args.command == "chat":
+        options = chat.options_from(args)
+        problem = chat.check(options)
+        if problem is not None:
+            parser.error(problem)
+        try:
+            turn = asyncio.run(chat.run_chat(options))
+        except ImportError as missing:  # the provider's extra is not installed
+            parser.exit(2, f"cordstream chat: {missing}\n")
+        return 0 if turn.status == "completed" else 1
     if args.speed <= 0:
         parser.error("--speed must be positive")
-    options = Options(
+    demo_options = Options(
         speed=args.speed,
         humanizer=args.humanizer,
         stop_after=args.stop_after,
@@ -45,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         timeout=args.timeout,
     )
     print("cordstream demo: a scripted model → StreamOrchestrator → discord.py → local Discord")
-    result, messages, _ = asyncio.run(run_demo(options))
+    result, messages, _ = asyncio.run(run_demo(demo_options))
     print(render(result, messages))
     return 0
 

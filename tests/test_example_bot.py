@@ -1,0 +1,137 @@
+"""`examples/bot.py`: its conversation logic against the Discord emulator and a local
+OpenAI-compatible model server, with the real SDK, shell and discord.py.
+
+Discord's gateway (which delivers messages and slash commands to a running bot) has no local
+stand-in here, so the tests call `Conversations.on_message` and `Conversations.stop` the way
+`CordBot.on_message` and the `/stop` command do, with real `PartialMessage`s of the emulator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import openai
+import pytest
+
+from examples.bot import Conversations, main, openai_provider, roll_dice
+from shell import StreamConfig
+from tests.openai_wire import answer, frame
+from tests.sse import ModelServer, Reply, sse
+from tests.stage import Stage, stage
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.looptime]
+
+USER, OTHER = 1001, 1002
+
+
+def hanging(text: str) -> Reply:
+    """An answer that writes `text` and then stops sending (the model is still 'thinking')."""
+    frames = [sse(frame({"role": "assistant", "content": ""})), sse(frame({"content": text}))]
+    return Reply(frames=frames, hang_after=len(frames))
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Wait, on the virtual clock, until `condition` holds."""
+    while not condition():
+        await asyncio.sleep(0.01)
+
+
+def bot(s: Stage, server: ModelServer) -> Conversations:
+    client = openai.AsyncOpenAI(base_url=server.url + "/v1", api_key="k", max_retries=0)
+    return Conversations(s.orchestrator, openai_provider(client, "local-model"), StreamConfig())
+
+
+async def say(
+    s: Stage, conversations: Conversations, text: str, *, author: int = USER, mention: bool = True
+) -> None:
+    message_id = s.api.post_user_message(text, author_id=author)
+    await conversations.on_message(
+        s.channel,
+        s.channel.id,
+        s.channel.get_partial_message(message_id),
+        author,
+        text,
+        mentioned=mention,
+    )
+
+
+async def test_a_mention_gets_a_streamed_reply_and_is_remembered() -> None:
+    async with ModelServer([answer("Hello there!")]) as server, stage() as s:
+        conversations = bot(s, server)
+        await say(s, conversations, "hi")
+        await say(s, conversations, "not for the bot", mention=False)  # ignored
+        assert s.contents == ["Hello there!"]
+        assert s.api.messages()[0].message_reference is not None
+        assert conversations.history[s.channel.id] == [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "Hello there!"},
+        ]
+        assert len(server.seen) == 1
+        assert conversations.active == {}
+
+
+async def test_a_new_message_from_the_same_user_restarts_the_turn_with_it() -> None:
+    replies = [hanging("Working on it.\nStill"), answer("Here is the answer to both.")]
+    async with ModelServer(replies) as server, stage() as s:
+        conversations = bot(s, server)
+        first = asyncio.create_task(say(s, conversations, "explain streams"))
+        await until(lambda: s.contents == ["Working on it."])
+        await say(s, conversations, "actually, keep it short")  # returns at once: follow-up
+        await first
+        statuses = [turn.status for turn in conversations.results]
+        assert statuses == ["follow_up_interrupt", "completed"]
+        assert s.contents == ["Working on it.", "Here is the answer to both."]
+        second_request = server.seen[1].body
+        assert isinstance(second_request, dict)
+        assert second_request["messages"][1:] == [
+            {"role": "user", "content": "explain streams"},
+            {"role": "assistant", "content": "Working on it."},  # what the user saw
+            {"role": "user", "content": "actually, keep it short"},
+        ]
+        replied = [m.message_reference for m in s.api.messages()]
+        assert replied[0] is not None
+        assert replied[1] is not None
+        assert replied[0]["message_id"] != replied[1]["message_id"]  # answers the new one
+
+
+async def test_stop_ends_the_streaming_answer_and_is_refused_when_idle() -> None:
+    async with ModelServer([hanging("Let me think.\nHmm")]) as server, stage() as s:
+        conversations = bot(s, server)
+        assert not conversations.stop(s.channel.id, USER)  # nothing streams yet
+        assert not s.orchestrator.has_stop_request(s.channel.id)
+        turn = asyncio.create_task(say(s, conversations, "a long story please"))
+        await until(lambda: s.contents == ["Let me think."])
+        assert conversations.stop(s.channel.id, USER)
+        await turn
+        (result,) = conversations.results
+        assert result.status == "stopped_by_user"
+        assert result.final.stop_context == "/stop"
+
+
+async def test_another_users_mention_while_answering_is_not_a_follow_up() -> None:
+    async with ModelServer([hanging("Busy.\nStill")]) as server, stage() as s:
+        conversations = bot(s, server)
+        turn = asyncio.create_task(say(s, conversations, "first"))
+        await until(lambda: s.contents == ["Busy."])
+        await say(s, conversations, "me too", author=OTHER)
+        assert not s.orchestrator.has_stop_request(s.channel.id)
+        conversations.stop(s.channel.id, USER)
+        await turn
+        assert [r.status for r in conversations.results] == ["stopped_by_user"]
+
+
+async def test_the_dice_tool_rolls_within_bounds_and_rejects_nonsense() -> None:
+    rolled = await roll_dice({"sides": 6, "count": 3})
+    assert isinstance(rolled, dict)
+    assert len(rolled["rolls"]) == 3
+    assert all(1 <= roll <= 6 for roll in rolled["rolls"])
+    with pytest.raises(ValueError, match="sides must be an integer"):
+        await roll_dice({"sides": "six"})
+
+
+async def test_main_names_the_missing_environment_variables(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main({}) == 2
+    assert "set DISCORD_TOKEN, CORDSTREAM_MODEL" in capsys.readouterr().err
