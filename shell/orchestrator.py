@@ -233,7 +233,8 @@ class _Stream:
                 # The provider swallowed our cancellation and yielded anyway: take it back.
                 self.interrupts = 0
                 task.uncancel()
-            self.check_registry()  # B5: a stop registered while the chunk was on its way
+            if self.registry_changed:  # B5: a stop registered while the chunk was on its way
+                self.check_registry()
             if not self.wants_chunks():
                 return
             if progress is not None:
