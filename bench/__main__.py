@@ -6,7 +6,7 @@ import argparse
 import json
 import platform
 
-from bench import core, shell
+from bench import core, load, shell
 
 _LABELS = {
     "core_events_per_s": "text events/s through step",
@@ -22,15 +22,28 @@ _LABELS = {
     "stop_latency_ms_p99": "stop -> result, provider hanging, ms, p99 (target <= 50)",
     "timeout_overshoot_ms_p50": "deadline -> result, provider hanging, ms, p50",
     "timeout_overshoot_ms_p99": "deadline -> result, provider hanging, ms, p99 (target <= 50)",
+    "concurrent_streams": "streams at once, each into its own channel of the emulator",
+    "concurrent_wall_s": "wall seconds for all of them, first start to last result",
+    "rss_per_stream_kb": "resident memory per live stream, KB (target <= 200)",
+    "discord_requests_per_10k_chars": "Discord requests per 10k chars of the demo answer",
+    "naive_requests_per_10k_chars": "the same for a naive bot, one message per line",
+    "discord_requests_vs_naive": "ours / naive (target < 1)",
 }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--quick", action="store_true", help="fewer repeats")
+    parser.add_argument("--quick", action="store_true", help="fewer repeats, 100 streams")
+    parser.add_argument(
+        "--streams", type=int, default=1000, help="concurrent streams to run at once (1000)"
+    )
     args = parser.parse_args()
-    figures = core.measure(quick=args.quick) | shell.measure(quick=args.quick)
+    figures = (
+        core.measure(quick=args.quick)
+        | shell.measure(quick=args.quick)
+        | load.measure(quick=args.quick, streams=args.streams)
+    )
     if args.json:
         print(json.dumps(figures))
         return

@@ -1,0 +1,156 @@
+"""Load figures: many streams at once, and how many Discord requests an answer costs.
+
+Concurrent streams (`concurrent_streams`, `concurrent_wall_s`, `rss_per_stream_kb`): N streams
+(1000 by default), each into its own channel of one Discord emulator through one logged-in
+`discord.Client`, started together. Each provider yields the first lines of a short answer
+and then waits until every stream has started, so all N are alive at the same moment; the
+resident set size is read then (`/proc/self/statm`), against a baseline taken after the
+emulator, the client and the N channels exist. The emulator runs in the same process, so
+its storage of the messages is part of the figure: the per-stream cost is an upper bound.
+The wall time runs from the start of the first stream to the end of the last.
+
+Discord requests (`discord_requests_per_10k_chars`): `make demo`'s answer, streamed at the
+demo's pace (7-character chunks, 200 per second) in real time into the emulator at the
+default humanizer degree, counting every request the emulator received for the channel
+(messages and typing). The naive bot sends one message per non-empty line (a line longer
+than 2000 characters takes several); `discord_requests_vs_naive` is ours ÷ naive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import math
+import os
+import time
+from collections.abc import AsyncIterator
+
+import discord
+
+from domain import ProcessedChunk, ProviderError, TextChunk
+from shell import StreamConfig, StreamContext, StreamOrchestrator
+from shell.demo import ANSWER, Options, ScriptedProvider
+from shell.emulator import DiscordEmulator, discord_client
+from shell.stops import StopRegistry
+
+_LINES = (
+    "Here is a short answer, streamed line by line.\n",
+    "It has a second line, with a little more to say about the question.\n",
+    "And a last one.",
+)
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm", encoding="ascii") as statm:
+        return int(statm.read().split()[1]) * _PAGE
+
+
+class _Gate:
+    """Holds every stream after its first lines until all `expected` have got there."""
+
+    def __init__(self, expected: int) -> None:
+        self.expected = expected
+        self.arrived = 0
+        self.all_in = asyncio.Event()
+        self.open = asyncio.Event()
+
+    async def wait(self) -> None:
+        self.arrived += 1
+        if self.arrived == self.expected:
+            self.all_in.set()
+        await self.open.wait()
+
+
+class _GatedProvider:
+    name = "gated"
+
+    def __init__(self, gate: _Gate) -> None:
+        self.gate = gate
+
+    async def start_stream(
+        self, config: StreamConfig, context: StreamContext
+    ) -> AsyncIterator[ProcessedChunk]:
+        yield TextChunk(_LINES[0])
+        yield TextChunk(_LINES[1])
+        await self.gate.wait()
+        yield TextChunk(_LINES[2])
+
+    def process_chunk(self, raw: ProcessedChunk) -> ProcessedChunk:
+        return raw
+
+    def describe_error(self, error: ProviderError, locale: str) -> str | None:
+        return None
+
+
+async def _concurrent(streams: int) -> dict[str, float]:
+    async with DiscordEmulator() as api, discord_client(api) as client:
+        channels: list[discord.TextChannel] = []
+        for index in range(streams):
+            channel_id = api.channel_id if index == 0 else api.add_channel(f"c{index}")
+            channel = await client.fetch_channel(channel_id)
+            assert isinstance(channel, discord.TextChannel)
+            channels.append(channel)
+        orchestrator = StreamOrchestrator(StopRegistry())
+        config = StreamConfig()
+        gate = _Gate(streams)
+        gc.collect()
+        baseline = _rss_bytes()
+        start = time.perf_counter()
+        runs = [
+            asyncio.create_task(
+                orchestrator.stream_to_discord(_GatedProvider(gate), config, StreamContext(channel))
+            )
+            for channel in channels
+        ]
+        await gate.all_in.wait()
+        while sum(len(api.messages(channel.id)) for channel in channels) < streams:
+            await asyncio.sleep(0.01)  # every stream mid-answer: its first message accepted
+        peak = _rss_bytes()
+        gate.open.set()
+        results = await asyncio.gather(*runs)
+        wall = time.perf_counter() - start
+        statuses = {result.status for result in results}
+        assert statuses == {"completed"}, statuses
+        expected = "".join(_LINES).replace("\n", "")
+        for channel in channels[:: max(1, streams // 20)]:
+            assert api.text(channel.id) == expected, api.text(channel.id)
+    return {
+        "concurrent_streams": float(streams),
+        "concurrent_wall_s": wall,
+        "rss_per_stream_kb": max(0, peak - baseline) / streams / 1024,
+    }
+
+
+def naive_requests(text: str) -> int:
+    """One message per non-empty line, a line over 2000 characters in several."""
+    visible = text.split("</think>", 1)[-1]
+    return sum(math.ceil(len(line) / 2000) for line in visible.split("\n") if line.strip())
+
+
+async def _requests() -> tuple[int, int]:
+    async with DiscordEmulator() as api, discord_client(api) as client:
+        channel = await client.fetch_channel(api.channel_id)
+        assert isinstance(channel, discord.TextChannel)
+        orchestrator = StreamOrchestrator(StopRegistry())
+        before = len(api.requests)
+        result = await orchestrator.stream_to_discord(
+            ScriptedProvider(Options()), StreamConfig(flush_limit=0), StreamContext(channel)
+        )
+        assert result.status == "completed", result.status
+        ours = sum(1 for r in api.requests[before:] if r.channel_id == channel.id)
+        return ours, len(result.accumulated_text)
+
+
+def measure(quick: bool = False, streams: int = 1000) -> dict[str, float]:
+    figures = asyncio.run(_concurrent(100 if quick else streams))
+    ours, delivered = asyncio.run(_requests())
+    naive = naive_requests(ANSWER)
+    per_10k = 10_000 / len(ANSWER)
+    figures |= {
+        "discord_requests_per_10k_chars": ours * per_10k,
+        "naive_requests_per_10k_chars": naive * per_10k,
+        "discord_requests_vs_naive": ours / naive,
+    }
+    assert delivered > 0
+    return figures
