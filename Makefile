@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint typecheck pytest fuzz bench demo lock clean
+.PHONY: test lint typecheck pytest fuzz bench soak demo lock clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,11 @@ fuzz: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+# 5,000 randomized streams under faults through the real shell and the emulator (ARGS=...
+# passes options, e.g. ARGS="--streams 20000 --seed 3"); a short soak runs inside `make test`.
+soak: $(STAMP)
+	$(BIN)/python -m bench.soak $(ARGS)
 
 demo: $(STAMP)
 	$(BIN)/cordstream demo $(ARGS)
