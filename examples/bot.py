@@ -16,6 +16,8 @@ What it does:
   (`request_follow_up`), and the turn restarts with the new message; the part of the answer
   already shown stays in the conversation.
 - Keeps the last `HISTORY` messages per channel as the model's memory.
+- Answers one user per channel at a time: another user's mention while an answer streams is
+  not answered (a bot that wants a queue adds one in `Conversations.on_message`).
 
 The Discord glue is `CordBot`; the logic is `Conversations`, which takes plain arguments so
 `tests/test_example_bot.py` drives it against the Discord emulator and a local model server.
@@ -123,7 +125,7 @@ class Conversations:
             if running.user_id == author_id:  # the same user again: restart with this one
                 running.latest, running.content = message, content
                 self.orchestrator.request_follow_up(channel_id, str(author_id))
-            return  # someone else is being answered; a mention waits for its own turn
+            return  # one answer per channel at a time: another user's mention is not answered
         if not mentioned:
             return
         running = self.active[channel_id] = _Active(author_id, message, content)
