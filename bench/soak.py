@@ -1,5 +1,5 @@
-"""`python -m bench.soak [--streams N] [--seed S] [--channels C] [--json] [--known-bugs]`: a
-soak of the real shell under faults (`make soak`).
+"""`python -m bench.soak [--streams N] [--seed S] [--channels C] [--json]`: a soak of the
+real shell under faults (`make soak`).
 
 Thousands of randomized streams go through the real `StreamOrchestrator.stream_to_discord`, a
 real logged-in `discord.Client` and the local `DiscordEmulator`, in batches of C concurrent
@@ -56,17 +56,10 @@ Rules chosen
   than five such replies in a stream cannot fail a send, so they leave it quiet.
 - Wall time is `time.perf_counter()` around the whole run, emulator start included.
 
-Known bugs (`--known-bugs`)
----------------------------
-Two faults trip open bugs of other modules, pinned as strict xfails in `tests/test_soak.py`;
-they are left out unless `--known-bugs` is given, so that the default soak stays a guard:
-- garbage chunks whose field was smuggled to a wrong type after validation: `step` raises on
-  them, and `shell/orchestrator.py` then builds the result with `abandon` while a send is in
-  flight (the accepted message is missing from the result, F2; no error embed, B13);
-- a long line (no boundary for over 1000 characters) that the text goes on after: an
-  overflow cut inside an inline code span makes `domain/segments.py` hand capture a partial
-  line with unbalanced backticks, and a later `<think>` block on that line is sent (E4). By
-  default every long line ends its line.
+Found by the soak and fixed: garbage chunks whose field was smuggled to a wrong type after
+validation made `step` raise, and the shell's last resort then lost a message in flight (F2,
+B13); an overflow cut (E2) inside an inline code span made capture take a later `<think>` on
+that line for code, so the thought was sent (E4). Both faults are part of every soak.
 
 Must be zero (the exit status is 1 otherwise): exceptions escaped, streams stuck (not done
 within 900 virtual seconds), leaked tasks, leaked listeners, unexplained registry entries,
@@ -356,9 +349,8 @@ GARBAGE: Final[tuple[Callable[[], object], ...]] = (
     lambda: "a raw string",
     lambda: ("tuple",),
 )
-# Chunks whose field was set to a wrong type after validation: `step` raises on them, and the
-# shell's last resort then loses a message in flight (see the module docstring). Only with
-# `known_bugs=True` (`--known-bugs`).
+# Chunks whose field was set to a wrong type after validation (a broken adapter): the core
+# checks them off the hot path and ends the stream as `error` (B13), what was sent counted.
 SMUGGLED: Final[tuple[Callable[[], object], ...]] = (
     lambda: _smuggled(TextChunk("x"), "content", None),
     lambda: _smuggled(ErrorChunk(None), "error", "not an error"),
@@ -416,15 +408,15 @@ def _cut(rng: random.Random, text: str) -> list[str]:
     return pieces
 
 
-def _body(rng: random.Random, known_bugs: bool) -> list[Step]:
+def _body(rng: random.Random) -> list[Step]:
     if rng.random() < 0.06:
         parts = [rng.choice(SILENT) for _ in range(rng.randint(1, 3))]
     else:
         parts = [rng.choice(SNIPPETS) for _ in range(rng.randint(1, 12))]
         if rng.random() < 0.15:
-            # A long line the text goes on after can meet the open bug of `segments` (see
-            # the docstring): it ends its line unless known bugs are wanted.
-            end = rng.choice(["", "\n"]) if known_bugs else "\n"
+            # A line over the overflow size, ending its line or with the text going on after
+            # it (an overflow cut that may fall inside an inline code span, E2 and E4).
+            end = rng.choice(["", "\n"])
             parts.insert(rng.randrange(len(parts) + 1), _long_line(rng) + end)
         if rng.random() < 0.05:
             parts.append("\n```js\nan unclosed fence\n")  # last: tags after it would be code
@@ -449,9 +441,7 @@ def _body(rng: random.Random, known_bugs: bool) -> list[Step]:
     return steps
 
 
-def _tail(
-    rng: random.Random, tail: Tail, known_bugs: bool
-) -> tuple[list[Step], FunctionCall | None]:
+def _tail(rng: random.Random, tail: Tail) -> tuple[list[Step], FunctionCall | None]:
     match tail:
         case "end":
             return [], None
@@ -467,7 +457,7 @@ def _tail(
         case "hang":
             return [Hang()], None
         case "garbage":
-            garbage = GARBAGE + SMUGGLED if known_bugs else GARBAGE
+            garbage = GARBAGE + SMUGGLED
             return [Raw(rng.choice(garbage)()), "never read"], None
         case "error_chunk":
             return [ErrorChunk(rng.choice(PROVIDER_ERRORS), usage={"prompt_tokens": 7})], None
@@ -527,11 +517,11 @@ def _request(rng: random.Random, when: When, at: float = 0.0) -> Request:
     return Request("follow_up", "user-2", when, at)
 
 
-def make_plan(rng: random.Random, index: int, *, known_bugs: bool = False) -> Plan:
+def make_plan(rng: random.Random, index: int) -> Plan:
     """One stream's plan, drawn from `rng` (the soak's only source of randomness)."""
     tail: Tail = rng.choices(TAILS, [30, 10, 8, 6, 14, 8, 8, 8])[0]
-    body = _body(rng, known_bugs)
-    ending, call = _tail(rng, tail, known_bugs)
+    body = _body(rng)
+    ending, call = _tail(rng, tail)
     config = StreamConfig(
         inactivity_timeout=TIMEOUT,
         max_message_length=rng.choices([1950, 2000, 500], [60, 20, 20])[0],
@@ -617,7 +607,6 @@ class Outcome:
 class Report:
     seed: int = 0
     channels: int = 0
-    known_bugs: bool = False
     streams: int = 0
     batches: int = 0
     exceptions_escaped: int = 0
@@ -652,7 +641,6 @@ class Report:
         return {
             "seed": self.seed,
             "channels": self.channels,
-            "known_bugs": self.known_bugs,
             "streams": self.streams,
             "batches": self.batches,
             "exceptions_escaped": self.exceptions_escaped,
@@ -1139,8 +1127,8 @@ async def environment(
         yield Env(api, orchestrator(stops), stops, fetched, reply_ids)
 
 
-async def soak_async(streams: int, seed: int, channels: int, known_bugs: bool = False) -> Report:
-    report = Report(seed=seed, channels=channels, known_bugs=known_bugs)
+async def soak_async(streams: int, seed: int, channels: int) -> Report:
+    report = Report(seed=seed, channels=channels)
     rng = random.Random(seed)
     loop = asyncio.get_running_loop()
     started = loop.time()
@@ -1148,7 +1136,7 @@ async def soak_async(streams: int, seed: int, channels: int, known_bugs: bool = 
         index = 0
         while index < streams:
             count = min(channels, streams - index)
-            plans = [make_plan(rng, index + n, known_bugs=known_bugs) for n in range(count)]
+            plans = [make_plan(rng, index + n) for n in range(count)]
             index += count
             for outcome in await run_batch(env, plans, report):
                 tally(report, outcome)
@@ -1157,15 +1145,13 @@ async def soak_async(streams: int, seed: int, channels: int, known_bugs: bool = 
     return report
 
 
-def soak(
-    streams: int = 5000, seed: int = 0, channels: int = 8, *, known_bugs: bool = False
-) -> Report:
+def soak(streams: int = 5000, seed: int = 0, channels: int = 8) -> Report:
     """Run the soak on a looptime loop; the report has the real seconds it took."""
     if streams < 0 or channels < 1:
         raise ValueError("streams must be >= 0 and channels >= 1")
     wall = time.perf_counter()
     with asyncio.Runner(loop_factory=looptime.new_event_loop) as runner:
-        report = runner.run(soak_async(streams, seed, channels, known_bugs))
+        report = runner.run(soak_async(streams, seed, channels))
     report.wall_seconds = time.perf_counter() - wall
     return report
 
@@ -1194,7 +1180,7 @@ def render(report: Report) -> str:
         ("real seconds", f"{report.wall_seconds:,.1f}"),
     ]
     title = "cordstream soak: the real shell, discord.py and the emulator, under faults"
-    lines = [title + (" (with the known bugs' faults)" if report.known_bugs else "")]
+    lines = [title]
     lines += [f"  {label:<44} {value!s:>14}" for label, value in rows]
     for title, counter in (
         ("results per status", report.statuses),
@@ -1222,11 +1208,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the plans (0)")
     parser.add_argument("--channels", type=int, default=8, help="concurrent channels (8)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument(
-        "--known-bugs", action="store_true", help="also inject the faults of known open bugs"
-    )
     args = parser.parse_args(argv)
-    report = soak(args.streams, args.seed, args.channels, known_bugs=args.known_bugs)
+    report = soak(args.streams, args.seed, args.channels)
     print(json.dumps(report.as_json()) if args.json else render(report))
     return 1 if report.failures() else 0
 

@@ -5,7 +5,11 @@ A provider's raw stream item becomes exactly one `ProcessedChunk` through the ad
 `domain.usage.normalize_usage`), provider-level thoughts and the name of the serving provider.
 
 Chunks validate their fields when built, so a broken adapter fails at the line that built the
-bad chunk, with a message naming the field, and the machine can trust what it receives.
+bad chunk, with a message naming the field, and the machine can trust what it receives. A
+chunk can skip that (a subclass overriding `__post_init__`, a field set afterwards with
+`object.__setattr__`): `check` re-runs the same checks without changing the chunk, and the
+machine applies it to every chunk off its hot path, so such a chunk ends the stream as an
+`error` (B13) instead of making `step` raise (B1).
 """
 
 from __future__ import annotations
@@ -186,3 +190,47 @@ class DoneChunk:
 
 
 ProcessedChunk: TypeAlias = TextChunk | FunctionCallChunk | ErrorChunk | DoneChunk
+
+
+def check(chunk: ProcessedChunk) -> None:
+    """Raise the TypeError the constructor raises for a bad field, without changing `chunk`.
+
+    For a chunk that skipped validation: a subclass whose `__post_init__` does not check, or a
+    field changed after construction. Cheap when all is well (a few `isinstance` tests, no
+    message built): the machine calls it for every chunk off its hot path.
+    """
+    # Read as `object`: at run time a field may hold anything, whatever its annotation says.
+    owner: str
+    if isinstance(chunk, TextChunk):
+        owner = "TextChunk"
+        content: object = chunk.content
+        if not isinstance(content, str):
+            _require(False, owner, f"content must be str, got {type(content).__name__}")
+    elif isinstance(chunk, FunctionCallChunk):
+        owner = "FunctionCallChunk"
+        call: object = chunk.call
+        if call is not None and not isinstance(call, FunctionCall):
+            _require(
+                isinstance(call, Sequence)
+                and not isinstance(call, str)
+                and all(isinstance(c, FunctionCall) for c in call),
+                owner,
+                "call must be a FunctionCall, a sequence of them, or None",
+            )
+    elif isinstance(chunk, ErrorChunk):
+        owner = "ErrorChunk"
+        error: object = chunk.error
+        if error is not None and not isinstance(error, ProviderError):
+            _require(False, owner, "error must be a ProviderError or None")
+    else:
+        owner = "DoneChunk"
+        metadata: object = chunk.metadata
+        if metadata is not None and not isinstance(metadata, Mapping):
+            _require(False, owner, "metadata must be a mapping or None")
+    thoughts: object = chunk.thoughts
+    serving: object = chunk.serving_provider
+    thoughts_ok = isinstance(thoughts, tuple) and (
+        not thoughts or all(isinstance(t, Thought) for t in thoughts)
+    )
+    if not thoughts_ok or not (serving is None or isinstance(serving, str)):
+        _check_common(owner, thoughts, serving)  # raises, naming the field

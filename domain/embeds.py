@@ -5,6 +5,10 @@
 - G2: `error_detail` digs the provider's own message out of the error and its `original`.
 - G3: description = headline + "**Details:**" block, de-duplicated and cut to fit 4096.
 - G4: everything shown is redacted (`domain.redact`).
+- Everything shown passes through `graphemes.sendable` first (before redaction and the length
+  cut): a surrogate pair becomes the character it encodes, a lone surrogate U+FFFD, so an
+  error text holding one still yields an embed Discord accepts, and limits count what Discord
+  counts.
 - G5: title and colour by kind; context-length and quota failures are recognised from the
   code or message. Texts come from a `Catalogue` (English built in).
 - G6: the timeout embed and the embed for a caught exception.
@@ -36,6 +40,7 @@ from typing import Final, Literal, TypeAlias, get_args
 
 from domain.catalogue import DEFAULT_CATALOGUE, DEFAULT_LOCALE, ENGLISH, Catalogue, MessageKey
 from domain.chunks import ProviderError
+from domain.graphemes import sendable
 from domain.redact import redact_head
 
 EmbedColour: TypeAlias = Literal["warning", "error"]
@@ -206,15 +211,16 @@ def _description(headline: str, detail: str | None, label: str) -> str:
         return shown_headline
     block = f"\n\n{_shown(label, TITLE_LIMIT)}\n"
     room = DESCRIPTION_LIMIT - len(shown_headline) - len(block)
-    shown_detail = redact_head(detail, max(room, 0) + 1).strip()
+    shown_detail = redact_head(sendable(detail), max(room, 0) + 1).strip()
     if not shown_detail or shown_detail in shown_headline or room < _MIN_DETAIL_ROOM:
         return shown_headline
     return shown_headline + block + _fit(shown_detail, room)
 
 
 def _shown(text: str, limit: int) -> str:
-    """`text` redacted (G4), then cut to `limit` characters with an ellipsis."""
-    return _fit(redact_head(text, limit + 1), limit)
+    """`text` as Discord shows it, redacted (G4), then cut to `limit` characters with an
+    ellipsis."""
+    return _fit(redact_head(sendable(text), limit + 1), limit)
 
 
 def _fit(text: str, limit: int) -> str:

@@ -22,10 +22,13 @@ a call costs the same on a 10 MB text as on a short one:
   together rather than cut.
 * GB12/GB13 (regional indicators pair up from the start of their run): at most ``_RI_LIMIT``
   (64) indicators are counted. In a longer run the pairing is assumed to start at an even offset
-  of ``text``: exact for a text made only of flags, or whose run starts at an even offset;
-  otherwise flags past the 64th indicator of the run may be cut into their two letters (the
-  message stays valid, a flag shows as two boxed letters). Pairs still alternate, so the answer
-  is consistent from one index to the next.
+  of ``text``: exact for a text made only of flags, or whose run starts at an even offset.
+  Pairs still alternate, so the answer is consistent from one index to the next. Given an
+  ``anchor`` (a position known to be a boundary, such as the start of the message being cut),
+  the indicators are instead counted exactly back to the anchor or the start of the run,
+  whichever is nearer: a cost of ``index - anchor``, which the splitter keeps within one
+  message. `cut_before` takes it as ``anchor=``; with it, a run of any length at any offset is
+  never cut inside a flag (E7).
 
 The "keep together" choices err on the side of a shorter message, never of a split cluster.
 
@@ -42,19 +45,31 @@ What it does not provide is tabulated here from the Unicode 14 UCD: Prepend,
 Other_Grapheme_Extend, the SpacingMark exceptions and Extended_Pictographic; the GB9c classes
 (Indic_Conjunct_Break, Unicode 15.1/16: Devanagari, Bengali, Gujarati, Oriya, Telugu, Malayalam)
 likewise. Indic_Conjunct_Break=Extend is taken as Unicode 16 defines it: every Extend character
-and ZWJ, except ZWNJ and the linkers. Lone surrogates (possible in a Python `str`) are treated as
-controls: a cluster of their own.
+and ZWJ, except ZWNJ and the linkers.
+
+Surrogates
+----------
+A Python `str` can hold surrogate code points; Discord's JSON cannot carry them as such. A
+high surrogate followed by a low one is a pair, which JSON (and so Discord) reads as the one
+astral character it encodes; a surrogate outside a pair has no meaning and no UTF-8 form.
+Rules: `is_boundary` never cuts between the two halves of a pair (each half is otherwise a
+control: a cluster of its own; the clusters the encoded characters would form are not
+analysed), and `sendable` is what the machine applies to every text it sends (and the embeds
+to every text they show): a pair becomes the character it encodes, a lone surrogate U+FFFD.
+So what the result reports is what Discord shows (F2), and a message only gets shorter (E7).
+It costs one flag test for ASCII text and one C-level scan otherwise.
 """
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from bisect import bisect_right
 from enum import IntEnum
 from functools import lru_cache
 from typing import Final
 
-__all__ = ["cut_before", "is_boundary"]
+__all__ = ["cut_before", "is_boundary", "sendable"]
 
 _CONTEXT_LIMIT: Final = 32
 """GB9c and GB11: how many extenders (and linkers) a look-back skips at most."""
@@ -295,6 +310,11 @@ _T_COUNT: Final = 28
 _S_COUNT: Final = 19 * 21 * _T_COUNT
 
 _ZWJ: Final = "\u200d"
+_RI_FIRST: Final = "\U0001f1e6"
+_RI_LAST: Final = "\U0001f1ff"
+_HIGH_SURROGATES: Final = ("\ud800", "\udbff")
+_LOW_SURROGATES: Final = ("\udc00", "\udfff")
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _ZWNJ: Final = "\u200c"
 _CONTROL_CATEGORIES: Final = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
 
@@ -392,9 +412,18 @@ def _emoji_sequence_continues(text: str, index: int) -> bool:
     return position >= 0 and _is_ext_pict(text[position])
 
 
-def _regional_indicator_pairs_up(text: str, index: int) -> bool:
-    """GB12/GB13: is ``text[index - 1]`` the first indicator of a pair (an odd run before index)?"""
+def _regional_indicator_pairs_up(text: str, index: int, anchor: int | None) -> bool:
+    """GB12/GB13: is ``text[index - 1]`` the first indicator of a pair (an odd run before index)?
+
+    With an `anchor` (a known boundary at or before `index`) the run is counted exactly, back
+    to the anchor at most; without one, at most `_RI_LIMIT` indicators are counted.
+    """
     position = index - 1
+    if anchor is not None:
+        floor = max(anchor, 0)
+        while position >= floor and _RI_FIRST <= text[position] <= _RI_LAST:
+            position -= 1
+        return (index - 1 - position) % 2 == 1
     while position >= 0 and _gcb(text[position]) is _Gcb.REGIONAL_INDICATOR:
         if index - position > _RI_LIMIT:
             # The run is longer than the bound: assume its pairs start at even offsets.
@@ -403,12 +432,14 @@ def _regional_indicator_pairs_up(text: str, index: int) -> bool:
     return (index - 1 - position) % 2 == 1
 
 
-def is_boundary(text: str, index: int) -> bool:
+def is_boundary(text: str, index: int, anchor: int | None = None) -> bool:
     """Whether ``text`` may be cut before ``text[index]`` without splitting a grapheme cluster.
 
     True at both ends of the text and outside it (``index <= 0`` or ``index >= len(text)``).
     Follows UAX #29 (GB3–GB13 with GB9c) within the bounds the module docstring gives; the work
-    per call does not depend on ``len(text)``.
+    per call does not depend on ``len(text)``. `anchor`, a position known to be a boundary at
+    or before `index`, makes regional indicator pairing exact at a cost of ``index - anchor``.
+    Never between the two halves of a surrogate pair (see "Surrogates").
     """
     if index <= 0 or index >= len(text):
         return True  # GB1, GB2
@@ -417,7 +448,8 @@ def is_boundary(text: str, index: int) -> bool:
     if left is _Gcb.CR and right is _Gcb.LF:
         return False  # GB3
     if left in _BREAKS_AROUND or right in _BREAKS_AROUND:
-        return True  # GB4, GB5
+        # GB4, GB5; a surrogate is a control, but a pair is one character to Discord
+        return not _is_surrogate_pair(before, after)
     if right in _HANGUL_JOINS.get(left, ()):
         return False  # GB6, GB7, GB8
     if right in _ALWAYS_JOINED or left is _Gcb.PREPEND:
@@ -429,11 +461,11 @@ def is_boundary(text: str, index: int) -> bool:
     if left is _Gcb.ZWJ and _is_ext_pict(after):
         return not _emoji_sequence_continues(text, index)  # GB11
     if left is _Gcb.REGIONAL_INDICATOR and right is _Gcb.REGIONAL_INDICATOR:
-        return not _regional_indicator_pairs_up(text, index)  # GB12, GB13
+        return not _regional_indicator_pairs_up(text, index, anchor)  # GB12, GB13
     return True  # GB999
 
 
-def cut_before(text: str, index: int, lowest: int = 0) -> int:
+def cut_before(text: str, index: int, lowest: int = 0, *, anchor: int | None = None) -> int:
     """The largest ``b`` with ``lowest < b <= index`` where `is_boundary` holds: a safe cut.
 
     Meant for ``0 <= lowest < index <= len(text)``: the result is then always greater than
@@ -442,12 +474,34 @@ def cut_before(text: str, index: int, lowest: int = 0) -> int:
     a boundary (one cluster longer than the window, or than ``index - lowest``) the result is
     ``index`` itself, a hard cut through that cluster: the message limit wins.
 
+    `anchor` (passed on to `is_boundary`): a position known to be a boundary, e.g. where the
+    piece being cut starts. With it, regional indicators are paired exactly, however long their
+    run; at most two candidates count them, so a cut costs ``O(index - anchor)``.
+
     Out-of-range arguments are clamped, never rejected: ``index`` into ``[0, len(text)]`` and
     ``lowest`` up to 0; when nothing is left between them the (clamped) ``index`` is returned.
     """
     index = min(max(index, 0), len(text))
     floor = max(lowest, 0, index - _CUT_WINDOW)
     for candidate in range(index, floor, -1):
-        if is_boundary(text, candidate):
+        if is_boundary(text, candidate, anchor):
             return candidate
     return index
+
+
+def sendable(text: str) -> str:
+    """`text` as Discord will show it: each surrogate pair becomes the character it encodes,
+    each lone surrogate U+FFFD; any other text is returned as it is (the same object).
+
+    Never longer than `text`. Costs a flag test for ASCII text, one C-level scan otherwise.
+    """
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def _is_surrogate_pair(before: str, after: str) -> bool:
+    return (
+        _HIGH_SURROGATES[0] <= before <= _HIGH_SURROGATES[1]
+        and _LOW_SURROGATES[0] <= after <= _LOW_SURROGATES[1]
+    )

@@ -37,6 +37,19 @@ one piece per message and pause before each further message as if typing (10 ms 
 character, 0.75–4 s, counted from the previous message). A stop, a timeout or an error
 delivers what is left at once, without pauses.
 
+Rules chosen where the SPEC is silent:
+- A chunk may have skipped its constructor's validation (a subclass overriding
+  `__post_init__`, a field set afterwards with `object.__setattr__`): every chunk off the hot
+  path is re-checked (`domain.chunks.check`; the hot path only takes a `str` it can append)
+  and a bad field ends the stream like a value that is not a chunk at all: `error` with the
+  TypeError as data, pending text not flushed, the generic embed (B13). So `step` stays
+  total (B1).
+- Every message is passed through `graphemes.sendable` as it is sent: a surrogate pair becomes
+  the character it encodes and a lone surrogate U+FFFD, which is what Discord shows, so
+  `accumulated_text` is exactly the channel's text (F2) and a message only gets shorter (E7).
+  Done once per message, not per chunk (a pair split across two chunks is whole by then, and
+  no cut falls between its halves); it costs a flag test for ASCII text.
+
 Performance: a plain text chunk that completes no line touches only the top-level `deadline`
 and `tail`, so the hot path builds one small record; everything else lives in `Core`.
 """
@@ -58,6 +71,7 @@ from domain.chunks import (
     ProviderError,
     TextChunk,
 )
+from domain.chunks import check as check_chunk
 from domain.config import StreamConfig
 from domain.effects import (
     ArmTimer,
@@ -89,6 +103,7 @@ from domain.events import (
     StopRequested,
     TimerFired,
 )
+from domain.graphemes import sendable
 from domain.requests import StopRequest, is_internal, stop_reason
 from domain.results import StopReason, StreamResult, StreamStatus, ThoughtLog
 from domain.usage import TokenUsage, normalize_usage
@@ -286,8 +301,11 @@ def step(state: StreamState, event: Event) -> tuple[StreamState, tuple[Effect, .
                 return _slow(state, event)  # the first serving provider is recorded (B5)
             text = chunk.content
             tail = state.tail
-            if len(tail) + len(text) <= core.tail_room and "\n" not in text and "<" not in text:
-                return StreamState(event.now + core.timeout, tail + text, core), _NO_EFFECTS
+            try:  # free unless it raises: a content smuggled past validation goes the slow way
+                if len(tail) + len(text) <= core.tail_room and "\n" not in text and "<" not in text:
+                    return StreamState(event.now + core.timeout, tail + text, core), _NO_EFFECTS
+            except TypeError:
+                pass  # `_Run.chunk` checks it and ends the stream (B1, B13)
     return _slow(state, event)
 
 
@@ -420,6 +438,11 @@ class _Run:
             )
             self.crash(problem, now)
             return
+        if not _plain_text(chunk):  # a subclass or a field set after validation? (B1)
+            invalid = _invalid(chunk)
+            if invalid is not None:
+                self.crash(invalid, now)
+                return
         self.note(chunk)
         match chunk:
             case TextChunk(content=text):
@@ -609,6 +632,7 @@ class _Run:
             if not content:
                 out = replace(out, queue=out.queue[taken:])  # only whitespace: never sent (E6)
                 continue
+            content = sendable(content)  # what Discord will show (F2); never longer (E7)
             limit = _limit_reached(config, out.sent)
             if limit is not None:
                 self.out = out
@@ -701,6 +725,26 @@ class _Run:
         )
         self.effects.append(Finish(result))
         self.phase = "finished"
+
+
+def _plain_text(chunk: object) -> bool:
+    """A `TextChunk` as built, without thoughts: the common case, too cheap to check further."""
+    return (
+        type(chunk) is TextChunk
+        and type(chunk.content) is str
+        and type(chunk.thoughts) is tuple
+        and not chunk.thoughts
+        and (chunk.serving_provider is None or type(chunk.serving_provider) is str)
+    )
+
+
+def _invalid(chunk: TextChunk | FunctionCallChunk | ErrorChunk | DoneChunk) -> Exception | None:
+    """Why a chunk of a subclass cannot be trusted (its constructor's TypeError), or None."""
+    try:
+        check_chunk(chunk)
+    except Exception as error:  # a field the checks cannot even read is as bad
+        return error
+    return None
 
 
 def _fresh_segmenter(config: StreamConfig) -> segments.Segmenter:

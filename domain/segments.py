@@ -19,11 +19,20 @@ lines and routes each one:
   and the next one reopened with the fence and language; a single line longer than a
   message is cut at a grapheme boundary;
 - at degree 3, the tail is also cut at sentence ends (abbreviation- and decimal-aware; a `.`
-  at the very end waits for the next character).
+  at the very end waits for the next character). A tail that opens a code fence is not prose
+  and is never cut at a sentence end.
 
 Holding is bounded (E2): when the held text and the tail pass `overflow` characters (1000, or
 the message length if smaller) they are cut at the best boundary — newline, sentence end,
-whitespace, grapheme boundary — so a lone `:(` cannot stall the answer.
+whitespace, grapheme boundary — so a lone `:(` cannot stall the answer. A tail that opens a
+code fence (an opening fence line longer than `overflow`, still arriving) opens the block at
+that point, as the complete line would, and is cut as code: every piece is wrapped in the
+fence (E3), so the result does not depend on how the line was chunked. (Decided on what has
+arrived: a backtick later on that line, which would make the whole line prose, comes too late
+to change it; the messages still have balanced fences.)
+
+Every cut counts regional indicators from where the piece being cut starts (a known boundary,
+`graphemes.cut_before`'s `anchor`), so a run of flags at any offset is cut between flags (E7).
 
 A finished piece waits for the first character after it; if the next line starts with
 punctuation it waits for that line: a line made only of punctuation (`...`, `:)`, `!`) is
@@ -147,6 +156,9 @@ class Segmenter:
     lookahead: Piece | None = None
     # How long the tail may grow before `feed` has to look at it; -1 = always look.
     tail_room: int = -1
+    # Whether the part of the current line already cut off by the overflow (E2) left an inline
+    # code span open (an odd number of backticks): capture must still see the rest as code.
+    cut_in_code: bool = False
 
     @property
     def buffered(self) -> str:
@@ -164,7 +176,8 @@ def context(seg: Segmenter, tail: str) -> tuple[str, str]:
         if fence:
             return ("" if closes_fence(tail, fence) else fence), ""
         return fence_of(tail) or "", ""
-    return fence, tail
+    # After an overflow cut inside an inline code span, the rest of the line is still code.
+    return fence, ("`" + tail if seg.cut_in_code else tail)
 
 
 def new_segmenter(max_len: int, *, sentences: bool) -> Segmenter:
@@ -184,6 +197,7 @@ def feed(seg: Segmenter, tail: str, text: str) -> tuple[Segmenter, str, list[Pie
         nl = data.find("\n", max(0, old_len - 1))
         while nl != -1 and nl <= last:
             work.line(data[start : nl + 1])
+            work.cut_in_code = False  # a new line starts outside any inline code span
             start = nl + 1
             nl = data.find("\n", start)
         tail = data[start:]
@@ -237,6 +251,7 @@ class _Work:
         self.table = seg.table
         self.code = seg.code
         self.lookahead = seg.lookahead
+        self.cut_in_code = seg.cut_in_code
         self.out: list[Piece] = []
 
     # -- lines ---------------------------------------------------------------------------
@@ -299,7 +314,7 @@ class _Work:
         room = max(1, max_len - len(prefix) - len(suffix))
         start = 0
         while len(line) - start > room:
-            end = cut_before(line, start + room, start)
+            end = cut_before(line, start + room, start, anchor=start)
             self.emit_code(Piece(line[start:end], prefix, suffix, code=True))
             start = end
         self.code = Code(code.fence, code.reopen, line[start:], continued=True)
@@ -349,8 +364,8 @@ class _Work:
 
     def sentences(self, tail: str, old_len: int) -> str:
         """Degree 3: cut sentence-sized pieces off the tail (E1)."""
-        if self.code is not None or self.held or self.table:
-            return tail
+        if self.code is not None or self.held or self.table or fence_of(tail) is not None:
+            return tail  # not prose (a fence line still arriving is code, E3)
         # Sentence ends that can be new: from the run of terminators, closers and spaces
         # that ended the old tail.
         begin = old_len
@@ -373,29 +388,40 @@ class _Work:
     def overflow(self, tail: str) -> str:
         """Bounded holding (E2, E7): cut what has waited past the overflow size."""
         seg = self.seg
+        if self.code is None:
+            if len(self.held) + len(tail) <= seg.overflow:
+                return tail
+            if self.held:
+                self.release_held()  # complete lines: the newline is the best boundary there is
+            if len(tail) <= seg.overflow:
+                return tail
+            self.release_lookahead()
+            fence = fence_of(tail)
+            if fence is None:
+                return self.overflow_prose(tail)
+            # E3: an opening fence line longer than the overflow size, still arriving: open
+            # the block now, as `line` does for the complete line, and cut the line as code.
+            self.code = Code(fence, fence + language_of(tail), "", continued=False)
         code = self.code
-        if code is not None:
-            room = seg.max_len - len(code.prefix) - len(code.suffix) - len(code.body)
-            if len(tail) > room:
-                self.code_line(tail)  # emits whole pieces; keeps the rest as the piece body
-                rest = self.code
-                assert rest is not None
-                self.code = Code(rest.fence, rest.reopen, "", rest.continued)
-                return rest.body
-            return tail
-        if len(self.held) + len(tail) <= seg.overflow:
-            return tail
-        if self.held:
-            self.release_held()  # complete lines: the newline is the best boundary there is
-        if len(tail) <= seg.overflow:
-            return tail
-        self.release_lookahead()
+        room = seg.max_len - len(code.prefix) - len(code.suffix) - len(code.body)
+        if len(tail) > room:
+            self.code_line(tail)  # emits whole pieces; keeps the rest as the piece body
+            rest = self.code
+            assert rest is not None
+            self.code = Code(rest.fence, rest.reopen, "", rest.continued)
+            return rest.body
+        return tail
+
+    def overflow_prose(self, tail: str) -> str:
+        seg = self.seg
         start = 0
         while len(tail) - start > seg.overflow:
             # Never cut at the end of what has arrived: the next chunk may extend that
             # character's cluster (a skin tone after its emoji, E7).
             end = _best_cut(tail, start, min(seg.max_len, len(tail) - start - 1))
             self.out.append(Piece(tail[start:end]))
+            if tail.count("`", start, end) % 2:
+                self.cut_in_code = not self.cut_in_code
             start = end
         return tail[start:]
 
@@ -422,6 +448,7 @@ class _Work:
             code,
             self.lookahead,
             room,
+            self.cut_in_code,
         )
         return new, tail, self.out
 
@@ -470,7 +497,7 @@ def _best_cut(text: str, start: int, limit: int) -> int:
     for index in range(end - 1, floor - 1, -1):
         if text[index].isspace():
             return index + 1
-    return cut_before(text, end, start)
+    return cut_before(text, end, start, anchor=start)  # `start` is a boundary (E7)
 
 
 def _cut(text: str, max_len: int) -> list[Piece]:

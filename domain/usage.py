@@ -19,6 +19,12 @@ Rules chosen where the SPEC is silent:
 - A count above 2**53 - 1 (the largest integer a JSON producer in JavaScript reports exactly)
   is corrupt and invalid, like a negative one. This also keeps every sum within 64 bits.
 - Nesting is followed at most `_MAX_DEPTH` levels, so a cyclic `usage` chain ends.
+- Never raises, whatever `raw` is: even `isinstance(raw, ...)` runs inside the guard, since an
+  object whose `__getattribute__` or `__class__` raises makes `isinstance` raise too.
+- A count is judged on its own (D2, per side): one whose conversion, comparison or
+  `is_integer` raises (an int subclass with a broken `__ge__`, say) is invalid, and only its
+  alias is skipped; the other side and the other aliases are still read. A valid count is
+  returned as a plain `int`, compared as one (the subclass's own comparisons are not used).
 """
 
 from __future__ import annotations
@@ -73,9 +79,9 @@ _SCALARS: Final = (str, bytes, bytearray, int, float, complex)
 
 def normalize_usage(raw: object) -> TokenUsage | None:
     """Map any provider's usage object to `TokenUsage`, or None when it holds no valid count."""
-    if raw is None or isinstance(raw, _SCALARS):
+    if raw is None:
         return None
-    try:
+    try:  # `isinstance` included: a raising `__class__` makes it raise
         return _normalize(raw, _MAX_DEPTH).value_or(None)
     except Exception:  # a hostile object (e.g. a raising `__class__`) is just "no usage"
         return None
@@ -147,11 +153,21 @@ def _field(raw: object, name: str) -> Maybe[object]:
 
 
 def _count(value: object) -> Maybe[int]:
-    """A valid token count (D2): a non-negative int or integral float, not a bool."""
-    if isinstance(value, bool):
+    """A valid token count (D2): a non-negative int or integral float, not a bool.
+
+    Judged on a plain `int`/`float` copy, so a subclass's own comparisons are not used; a value
+    whose conversion raises is invalid for its alias only (the other side is still read).
+    """
+    try:
+        if isinstance(value, bool):
+            return Nothing
+        if isinstance(value, int):
+            count = int.__index__(value)  # the int itself, whatever `__int__` says
+            return Some(count) if 0 <= count <= _MAX_COUNT else Nothing
+        if isinstance(value, float):
+            number = float.__float__(value)
+            if number.is_integer() and 0 <= number <= _MAX_COUNT:
+                return Some(int(number))
+    except Exception:  # a hostile subclass: this count is invalid, nothing more
         return Nothing
-    if isinstance(value, int):
-        return Some(int(value)) if 0 <= value <= _MAX_COUNT else Nothing
-    if isinstance(value, float) and value.is_integer() and 0 <= value <= _MAX_COUNT:
-        return Some(int(value))
     return Nothing

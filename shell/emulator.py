@@ -19,6 +19,11 @@ A faulted request is not accepted (no transcript entry), except `Delay(...)` wit
 which answers normally after the delay. Every wait is an `asyncio.sleep`, so virtual time
 (looptime) applies to the emulator as it does to discord.py's retries.
 
+A JSON body holding a lone surrogate (an escaped `\\ud800`, which has no UTF-8 form) is answered
+400 50109 "invalid JSON", like a malformed body, before anything is recorded in a transcript
+(its `RecordedRequest.json` is None, as for malformed JSON). What real Discord answers is not
+known; a surrogate pair is decoded to the character it encodes, as by any JSON parser.
+
 Not implemented: the gateway, attachments (multipart bodies are refused with 400), reactions,
 deletes, threads, stickers, polls, components' behaviour, forwards (message_reference type 1),
 permissions (use the 403 faults), Discord's own rate limit buckets (no `X-RateLimit-*` headers:
@@ -286,6 +291,13 @@ def _form_error(path: Sequence[str | int], code: str, message: str) -> _Reply:
     return _Reply(400, 50035, "Invalid Form Body", errors)
 
 
+def _encodable(payload: object) -> None:
+    """Raise UnicodeEncodeError when `payload` holds a lone surrogate (JSON can escape one,
+    `"\\ud800"`, but it has no UTF-8 form): such a body is answered 400 like malformed JSON,
+    before anything is recorded, so a reply is never built from text it cannot encode."""
+    json.dumps(payload, ensure_ascii=False).encode()
+
+
 def _json_response(
     status: int, body: object, headers: Mapping[str, str] | None = None
 ) -> web.Response:
@@ -482,8 +494,9 @@ class DiscordEmulator:
         if body and request.content_type == "application/json":
             try:
                 payload = json.loads(body)
-            except ValueError:
-                bad_json = True
+                _encodable(payload)
+            except ValueError:  # UnicodeEncodeError included
+                payload, bad_json = None, True
         path = request.rel_url.path
         handler, kind, ids, path_known = self._resolve(request.method, path)
         record = RecordedRequest(

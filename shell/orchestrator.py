@@ -22,9 +22,21 @@ cancelled while — and only while — it waits in `__anext__`, and that cancell
 apart from the caller's own with `Task.cancelling()`/`uncancel()`, as `asyncio.timeout` does.
 
 Exit: the iterator is closed with `aclose()` (B10); the timer, the registry listener and every
-task are gone before the call returns (B11). The call never raises (B1): a fault in this
-module becomes an `error` result with what was delivered; only the caller's own cancellation
-propagates, after the same cleanup.
+task are gone before the call returns (B11). The call never raises (B1); only the caller's own
+cancellation propagates, after the same cleanup.
+
+Faults (the last resort; `step` is total, so this is for bugs). When `step` raises, or
+carrying out its effects or running this module does, the first such fault is fed to the core
+as `ProviderCrashed`: the core ends the stream the B13 way, so the requests already in flight
+are still waited for and what Discord accepted is counted (F2), and the generic error embed is
+sent. If the core faults again, or cannot end the stream that way, it is fed nothing more: the
+provider is no longer read (and is closed), and once the requests in flight are answered the
+result is made from the state as it stands (`domain.machine.abandon`): `error` with the first
+fault as data, no embed, and as `accumulated_text`/`messages_sent` the messages Discord
+accepted, from this module's own ledger of accepted sends (the core may have missed the
+`Delivered` it faulted on). The same happens when, after a fault, nothing is in flight any
+more and the core has not finished. Every wait is bounded by the requests in flight
+(discord.py's own timeouts and retries), which the call awaits before returning anyway (B11).
 """
 
 from __future__ import annotations
@@ -32,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Coroutine
+from dataclasses import replace
 from typing import Any
 
 import discord
@@ -43,6 +56,7 @@ from domain import (
     ChunkArrived,
     CloseProvider,
     ConsumeRequest,
+    Delivered,
     Effect,
     EmbedSpec,
     ErrorChunk,
@@ -144,6 +158,9 @@ class _Stream:
         self.reader: asyncio.Task[Any] | None = None  # the caller's task, while in __anext__
         self.interrupts = 0  # cancellations of the reader that are ours
         self.fed_request: StopRequest | None = None
+        self.fault_error: Exception | None = None  # the first fault (see the docstring)
+        self.accepted: list[str] = []  # contents Discord accepted, for the last resort (F2)
+        self.broken = False  # the core faulted beyond recovery: it is fed nothing more
 
     # -- the caller's task ---------------------------------------------------------------
 
@@ -152,15 +169,18 @@ class _Stream:
         cancelled = False
         try:
             try:
-                await self.stream()
+                try:
+                    await self.stream()
+                except Exception as error:  # a fault in this module (see the docstring)
+                    self.fault(error)
+                    await self.finished.wait()  # the requests in flight are counted (F2)
             except asyncio.CancelledError:
                 cancelled = True
                 raise  # the caller's own cancellation: clean up (below) and let it through
-            except Exception as error:
-                self.feed(ProviderCrashed(self.loop.time(), error))
-                if self.result is None:
-                    self.result = abandon(self.state, error, self.loop.time())
-            return self.result if self.result is not None else self.give_up()
+            if self.result is None:  # pragma: no cover - `finished` is set with a result
+                self.give_up(RuntimeError("the stream ended without a result"))
+            assert self.result is not None
+            return self.result
         finally:
             unlisten()
             if self.timer is not None:
@@ -255,7 +275,7 @@ class _Stream:
 
     def wants_chunks(self) -> bool:
         # A call, not the property inline: feeding events changes it between two reads.
-        return self.state.wants_chunks
+        return self.result is None and not self.broken and self.state.wants_chunks
 
     def headline(self, chunk: ErrorChunk) -> str | None:
         assert chunk.error is not None
@@ -283,17 +303,72 @@ class _Stream:
         except Exception:
             pass
 
-    def give_up(self) -> StreamResult:  # pragma: no cover - the core always finishes
-        return abandon(self.state, RuntimeError("the stream ended without a result"), 0.0)
-
     # -- events and effects ----------------------------------------------------------------
 
     def feed(self, event: Event) -> None:
+        if self.result is not None or self.broken:
+            return
+        try:
+            self.state, effects = step(self.state, event)
+            for effect in effects:
+                self.apply(effect)
+        except Exception as error:  # `step` is total (B1): this is the last resort
+            self.fault(error)
+
+    def fault(self, error: Exception) -> None:
+        """A fault in `step` or in this module: end the stream as B13 (see the docstring)."""
+        if self.result is not None or self.broken:
+            return
+        if self.fault_error is None:
+            self.fault_error = error
+            try:
+                self.state, effects = step(self.state, ProviderCrashed(self.loop.time(), error))
+                for effect in effects:
+                    self.apply(effect)
+            except Exception:  # the core cannot even end the stream
+                pass
+            else:
+                if self.finished.is_set() or self.tasks:
+                    return  # finished, or it finishes once the requests in flight are answered
+        self.break_off()
+
+    def break_off(self) -> None:
+        """The core cannot finish: feed it nothing more, stop reading the provider, and make
+        the result once the requests in flight are answered (`task_done`)."""
+        self.broken = True
+        self.interrupt()  # a reader waiting in `__anext__` stops; the provider is closed (B10)
+        if self.timer is not None:
+            self.timer.cancel()
+        for pause in self.pauses:
+            pause.cancel()
+        if not self.tasks:
+            self.give_up(self.fault_error or RuntimeError("the stream broke off"))
+
+    def task_done(self, task: asyncio.Task[None]) -> None:
+        self.tasks.discard(task)
+        if self.fault_error is not None and not self.tasks:
+            # After a fault, nothing is in flight and there is no result: the core will not
+            # finish now (it missed an event, or it is broken).
+            self.give_up(self.fault_error)
+
+    def give_up(self, error: BaseException) -> None:
+        """The result from the state as it stands: `error`, with what Discord accepted."""
         if self.result is not None:
             return
-        self.state, effects = step(self.state, event)
-        for effect in effects:
-            self.apply(effect)
+        try:
+            result = abandon(self.state, error, self.loop.time())
+        except Exception:  # pragma: no cover - the state itself is beyond use
+            result = StreamResult(status="error", data=error)
+        accepted = self.accepted  # F2: what Discord accepted, whatever the core saw of it
+        result = replace(result, accumulated_text="".join(accepted), messages_sent=len(accepted))
+        self.conclude(result)
+
+    def conclude(self, result: StreamResult) -> None:
+        self.result = result
+        self.interrupt()
+        if self.timer is not None:
+            self.timer.cancel()
+        self.finished.set()
 
     def apply(self, effect: Effect) -> None:
         match effect:
@@ -317,11 +392,7 @@ class _Stream:
             case ConsumeRequest(request=request):
                 self.stops.consume(self.channel_id, request)
             case Finish(result=result):
-                self.result = result
-                self.interrupt()
-                if self.timer is not None:
-                    self.timer.cancel()
-                self.finished.set()
+                self.conclude(result)
 
     def interrupt(self) -> None:
         """Cancel the caller's task if — and only if — it is waiting in `__anext__`."""
@@ -349,7 +420,7 @@ class _Stream:
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = self.loop.create_task(work)
         self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        task.add_done_callback(self.task_done)
 
     # -- Discord and typing ------------------------------------------------------------------
 
@@ -362,7 +433,10 @@ class _Stream:
             reply_to=reply_to,
             allowed_mentions=self.context.allowed_mentions,
         )
-        self.feed(delivery.outcome(seq, self.loop.time(), sent))
+        event = delivery.outcome(seq, self.loop.time(), sent)
+        if isinstance(event, Delivered):
+            self.accepted.append(content)
+        self.feed(event)
 
     async def send_embed(self, seq: int, embed: EmbedSpec) -> None:
         sent = await delivery.send_embed(

@@ -362,6 +362,39 @@ async def test_client_errors_raise_with_their_code(
 
 
 @pytest.mark.asyncio
+@pytest.mark.looptime
+@pytest.mark.parametrize(
+    "send",
+    [{"content": "bad \ud800 here"}, {"embed": discord.Embed(description="x \udfff")}],
+    ids=["content", "embed"],
+)
+async def test_a_lone_surrogate_is_a_400_before_anything_is_recorded(
+    send: dict[str, object],
+) -> None:
+    """JSON can escape a lone surrogate but it has no UTF-8 form: 400 50109 at once (no 5xx,
+    no retries), nothing in the transcript, and the request's `json` is None."""
+    async with connected() as (emulator, _, channel):
+        start = now()
+        with pytest.raises(discord.HTTPException) as raised:
+            await channel.send(allowed_mentions=NONE, **send)  # type: ignore[call-overload]
+        assert now() - start == 0
+        assert (raised.value.status, raised.value.code) == (400, 50109)
+        assert emulator.messages() == []
+        sends = [r for r in emulator.requests if r.kind == "send"]
+        assert [(r.status, r.json) for r in sends] == [(400, None)]
+        await channel.send("next", allowed_mentions=NONE)  # the emulator still answers
+        assert emulator.text() == "next"
+
+
+@pytest.mark.asyncio
+async def test_a_surrogate_pair_is_read_as_the_character_it_encodes() -> None:
+    async with connected() as (emulator, _, channel):
+        message = await channel.send("pair \ud83d\ude00 ok", allowed_mentions=NONE)
+        assert message.content == "pair \U0001f600 ok"
+        assert emulator.text() == "pair \U0001f600 ok"
+
+
+@pytest.mark.asyncio
 async def test_a_deleted_channel_is_unknown() -> None:
     async with connected() as (emulator, _, channel):
         await channel.send("before")

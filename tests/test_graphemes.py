@@ -21,6 +21,7 @@ from domain.graphemes import (
     _is_ext_pict,
     cut_before,
     is_boundary,
+    sendable,
 )
 
 FAMILY = "\U0001f468\u200d\U0001f469\u200d\U0001f467\u200d\U0001f466"  # 👨‍👩‍👧‍👦
@@ -447,3 +448,74 @@ INTERESTING = (
 @given(st.text(alphabet=st.sampled_from(INTERESTING), max_size=30))
 def test_E7_bounded_look_back_agrees_with_unbounded_reference(text: str) -> None:
     assert boundaries(text) == _reference_boundaries(text)
+
+
+# --- anchored regional indicators (E7: a flag run of any length at any offset) ------------------
+
+
+@pytest.mark.parametrize("offset", [0, 1, 17])
+def test_E7_an_anchor_pairs_a_long_flag_run_exactly_at_any_offset(offset: int) -> None:
+    text = "x" * offset + FRANCE * 300  # 600 indicators, far past _RI_LIMIT
+    flag_starts = set(range(offset, len(text) + 1, 2))
+    for anchor in (0, offset, offset + 2 * 150):  # known boundaries: the start, flag starts
+        for index in range(max(anchor, 1), len(text)):
+            expected = index in flag_starts or index < offset
+            assert is_boundary(text, index, anchor) == expected, (anchor, index)
+
+
+@pytest.mark.parametrize("offset", [1, 17])
+def test_E7_cut_before_with_an_anchor_never_cuts_a_flag(offset: int) -> None:
+    text = "x" * offset + FRANCE * 1000
+    for index in range(offset + 1, len(text), 37):
+        start = max(index - 200, 0)
+        start -= (start - offset) % 2 if start > offset else 0  # a flag start: a boundary
+        cut = cut_before(text, index, start, anchor=start)
+        assert (cut - offset) % 2 == 0
+        assert index - 1 <= cut <= index
+
+
+def test_E7_without_an_anchor_the_approximation_is_unchanged() -> None:
+    text = "x" + FRANCE * 100  # pairs at odd offsets: the bounded guess is even offsets
+    assert is_boundary(text, 150)
+    assert not is_boundary(text, 151)
+    assert is_boundary(text, 151, anchor=0)
+    assert not is_boundary(text, 150, anchor=0)
+
+
+# --- surrogates ----------------------------------------------------------------------------------
+
+PAIR = "\ud83d\ude00"  # 😀 as UTF-16 code units in a str
+
+
+def test_E7_a_surrogate_pair_is_never_cut_and_lone_surrogates_stand_alone() -> None:
+    assert boundaries("a" + PAIR + "b") == [0, 1, 3, 4]
+    assert boundaries("\ud800\ud800") == [0, 1, 2]  # two lone high surrogates
+    assert boundaries("\ude00\ud83d") == [0, 1, 2]  # low then high: no pair
+    assert boundaries("\ud800" + PAIR) == [0, 1, 3]
+    assert cut_before("ab" + PAIR + "cd", 3) == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("plain ascii", "plain ascii"),
+        ("naïve 漢字 \U0001f600 \ufffd", "naïve 漢字 \U0001f600 \ufffd"),
+        ("pair " + PAIR, "pair \U0001f600"),
+        ("lone \ud800 high", "lone \ufffd high"),
+        ("lone \udfff low", "lone \ufffd low"),
+        ("\ude00\ud83d reversed", "\ufffd\ufffd reversed"),
+        ("\ud800" + PAIR + "\udc00", "\ufffd\U0001f600\ufffd"),
+        ("ends high \ud83d", "ends high \ufffd"),
+        ("\ufeffbom kept" + PAIR, "\ufeffbom kept\U0001f600"),
+    ],
+)
+def test_F2_sendable_is_what_discord_shows(text: str, shown: str) -> None:
+    result = sendable(text)
+    assert result == shown
+    assert len(result) <= len(text)
+    result.encode("utf-8")  # always encodable
+
+
+def test_F2_sendable_returns_text_without_surrogates_unchanged() -> None:
+    for text in ("ascii", "naïve 漢字 \U0001f600"):
+        assert sendable(text) is text

@@ -43,7 +43,7 @@ from domain import (
     TimerFired,
     TokenUsage,
 )
-from tests.driver import Driver
+from tests.driver import Driver, run
 
 USAGE = {"prompt_tokens": 3, "completion_tokens": 4}
 TOKENS = TokenUsage(input_tokens=3, output_tokens=4)
@@ -1126,3 +1126,92 @@ def test_G7_suppressing_embeds_changes_no_status(name: str) -> None:
     assert (suppressed.status, suppressed.stop_reason) == (shown.status, shown.stop_reason)
     assert suppressed.accumulated_text == shown.accumulated_text
     assert type(suppressed.data) is type(shown.data)
+
+
+# -- F2, E7: surrogates are sent as Discord shows them ------------------------------------------
+
+PAIR = "\ud83d\ude00"  # 😀 as UTF-16 code units in a str
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 100])
+def test_F2_a_surrogate_pair_is_sent_as_its_character_even_split_across_chunks(size: int) -> None:
+    text = "smile " + PAIR + " and a lone \udc00 one\nnext line"
+    driver, result = run(text, size=size)
+    assert driver.messages == ["smile \U0001f600 and a lone \ufffd one", "next line"]
+    sent = [e.content for e in driver.effects if isinstance(e, SendMessage)]
+    assert sent == driver.messages
+    assert result.accumulated_text == "".join(driver.messages)
+
+
+@pytest.mark.parametrize("size", [1, 7, 1000])
+def test_E7_a_message_is_never_cut_between_the_halves_of_a_pair(size: int) -> None:
+    config = StreamConfig(max_message_length=200, flush_limit=0)
+    for before in (198, 199, 200):
+        text = "a" * before + PAIR + "b" * 50
+        driver, result = run(text, config=config, size=size)
+        assert "\ufffd" not in result.accumulated_text  # no half became a replacement
+        assert result.accumulated_text == "a" * before + "\U0001f600" + "b" * 50
+        assert all(len(m) <= 200 for m in driver.messages)
+
+
+# -- B1: a chunk subclass that skipped validation -------------------------------------------------
+
+
+class _Unvalidated(TextChunk):
+    def __post_init__(self) -> None:
+        pass
+
+
+def test_B1_a_textchunk_subclass_with_bad_content_is_checked_not_trusted() -> None:
+    driver = Driver(StreamConfig())
+    driver.start()
+    driver.text("done\n", "pending")
+    driver.chunk(_Unvalidated(None))  # type: ignore[arg-type]
+    result = driver.settle()
+    assert result.status == "error"
+    assert isinstance(result.data, TypeError)
+    assert "content must be str" in str(result.data)
+    assert driver.messages == ["done"]  # B13: pending not flushed
+
+
+def test_B1_an_honest_subclass_is_delivered_like_its_parent() -> None:
+    class Honest(TextChunk):
+        pass
+
+    driver = Driver(StreamConfig())
+    driver.start()
+    driver.chunk(Honest("from a subclass"))
+    assert driver.end().accumulated_text == "from a subclass"
+
+
+def _smuggled(chunk: object, field_name: str, value: object) -> object:
+    object.__setattr__(chunk, field_name, value)  # past validation, as a broken adapter might
+    return chunk
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: _smuggled(TextChunk("x"), "content", None),
+        lambda: _smuggled(TextChunk("x"), "content", b"bytes"),
+        lambda: _smuggled(TextChunk("x"), "content", ["a", "list"]),
+        lambda: _smuggled(TextChunk("x", thoughts=(Thought("raw", "t"),)), "thoughts", ["t"]),
+        lambda: _smuggled(TextChunk("x"), "serving_provider", 5),
+        lambda: _smuggled(FunctionCallChunk(CALL), "call", 7),
+        lambda: _smuggled(ErrorChunk(None), "error", "boom"),
+        lambda: _smuggled(DoneChunk(), "metadata", [("a", 1)]),
+    ],
+    ids=["content-none", "content-bytes", "content-list", "thoughts-list", "serving-int",
+         "call-int", "error-str", "metadata-pairs"],
+)  # fmt: skip
+def test_B1_a_field_set_after_validation_is_an_error_result_not_an_exception(
+    build: Callable[[], object],
+) -> None:
+    driver = Driver(StreamConfig())
+    driver.start()
+    driver.text("done\n", "pending")
+    driver.chunk(build())
+    result = driver.settle()
+    assert result.status == "error"
+    assert isinstance(result.data, TypeError)
+    assert driver.messages == ["done"]  # B13: pending not flushed

@@ -386,7 +386,10 @@ def test_E7_a_cut_never_splits_a_grapheme_cluster(cluster: str, size: int | None
     for message in driver.messages[:-1]:
         assert len(message) <= 200
         position += len(message)
-        assert is_boundary(text, position), (position, text[position - 3 : position + 3])
+        # anchor=0: regional indicators paired exactly from the text's start (the flag run
+        # starts at offset 1, so the unanchored approximation, even offsets, would be wrong).
+        exact = is_boundary(text, position, anchor=0)
+        assert exact, (position, text[position - 3 : position + 3])
 
 
 # -- E8: flushes -----------------------------------------------------------------------------
@@ -585,3 +588,35 @@ def test_E10_a_1_mb_answer_in_1_to_8_character_chunks_is_delivered_completely() 
     assert result.status == "completed"
     assert max(len(m) for m in driver.messages) <= 1950
     assert same_text(delivered(driver), text)
+
+
+# -- E3: an opening fence line that is still arriving is code, not prose -------------------------
+
+
+@pytest.mark.parametrize("sentences", [False, True], ids=["degree-1", "degree-3"])
+def test_E3_a_fence_line_longer_than_the_overflow_opens_the_block_before_its_newline(
+    sentences: bool,
+) -> None:
+    """Bounded holding cuts the line before its newline arrives: as code, each piece wrapped
+    in the fence with the (capped) language word, exactly as when the line arrives whole."""
+    pieces = Pieces(max_len=100, sentences=sentences)
+    opener = "```" + "python" * 20  # 123 characters, no newline yet
+    out = pieces.feed(opener)
+    assert out  # cut at once: holding is bounded (E2) ...
+    assert all(p.startswith("```pythonpython") and p.endswith("\n```") for p in out)  # ... as code
+    out += pieces.feed("\nprint(1)\n```\nafter\n")
+    out += pieces.flush()
+    *code, prose = out
+    assert prose == "after\n"  # the closing fence closed the block: no prose was taken for code
+    assert len(code) >= 2
+    assert all(p.startswith("```pythonpython") and p.endswith("\n```") for p in code)
+    whole = Pieces(max_len=100, sentences=sentences)
+    assert whole.feed(opener + "\nprint(1)\n```\nafter\n") + whole.flush() == out
+
+
+def test_E1_E3_at_degree_3_a_fence_line_is_not_cut_at_a_sentence_end() -> None:
+    pieces = Pieces(sentences=True)
+    assert pieces.feed("```text Hello there. More words") == []  # a fence line, not prose
+    out = pieces.feed(" here\ncode line\n```\nThe end. ") + pieces.flush()
+    assert out[0].startswith("```text Hello there. More words here\ncode line\n```")
+    assert all(fences_balanced(p) for p in out)

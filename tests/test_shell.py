@@ -7,18 +7,35 @@ humanizer's pauses cost no real seconds, and "within 50 ms" is measured exactly.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import discord
 import pytest
 
-from domain import DoneChunk, ErrorChunk, FunctionCall, FunctionCallChunk, ProviderError
+import domain
+import shell.orchestrator as orchestrator_module
+from domain import (
+    ChunkArrived,
+    Delivered,
+    DoneChunk,
+    Effect,
+    ErrorChunk,
+    Event,
+    FunctionCall,
+    FunctionCallChunk,
+    ProviderCrashed,
+    ProviderError,
+    TextChunk,
+    TimerFired,
+)
+from domain.machine import StreamState
 from shell import StreamConfig, StreamContext, StreamOrchestrator
 from shell.emulator import (
     INTERNAL_SERVER_ERROR,
     MISSING_ACCESS,
     MISSING_PERMISSIONS,
     UNKNOWN_CHANNEL,
+    Delay,
     Drop,
     RateLimited,
 )
@@ -497,3 +514,112 @@ async def test_E9_a_stop_interrupts_the_typing_pause() -> None:
         assert result.status == "stopped_by_user"
         assert loop.time() - start < 1.1  # the 4 s pause was cut short
         assert len(s.contents) >= 2
+
+
+# -- B1, B13, F2: the last resort when the core itself faults ------------------------------------
+#
+# `step` is total, so these faults are injected: `shell.orchestrator.step` is replaced by one
+# that raises for chosen events. Rule (shell/orchestrator.py docstring): the first fault is
+# fed to the core as ProviderCrashed, which ends the stream the B13 way, waiting for the
+# requests in flight; if the core cannot, the result is made once they are answered, counting
+# what Discord accepted from the shell's own ledger.
+
+CORE_BUG = "core bug"
+
+
+def _break_step(monkeypatch: pytest.MonkeyPatch, breaks: Callable[[Event], bool]) -> None:
+    real = domain.step
+
+    def step(state: StreamState, event: Event) -> tuple[StreamState, tuple[Effect, ...]]:
+        if breaks(event):
+            raise RuntimeError(CORE_BUG)
+        return real(state, event)
+
+    monkeypatch.setattr(orchestrator_module, "step", step)
+
+
+def _is_boom(event: Event) -> bool:
+    return isinstance(event, ChunkArrived) and event.chunk == TextChunk("boom")
+
+
+async def test_B13_F2_a_fault_in_step_waits_for_the_send_in_flight_then_shows_the_embed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _break_step(monkeypatch, _is_boom)
+    async with stage() as s:
+        before = other_tasks()
+        s.api.inject(Delay(1.0), route="send")  # "Line" is still in flight at the fault
+        provider = ScriptProvider(["Line\n", "pending", "boom", "never"])
+        result = await s.stream(provider)
+        assert result.status == "error"
+        assert isinstance(result.data, RuntimeError)
+        assert str(result.data) == CORE_BUG
+        assert result.accumulated_text == "Line" == s.api.text()  # F2: counted once accepted
+        assert result.messages_sent == 1
+        assert s.contents == ["Line"]  # B13: "pending" is not flushed
+        (embed,) = s.embeds
+        assert embed["description"] == CORE_BUG
+        assert provider.closed
+        assert provider.calls.count("process") == 3  # "never" was not pulled
+        assert other_tasks() <= before
+
+
+async def test_F2_a_fault_on_delivered_still_counts_what_discord_accepted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The core misses the `Delivered` it faults on, so it cannot finish: the result is made
+    from the shell's ledger, at once (the provider's 60 s sleep is cut short), no embed."""
+    _break_step(monkeypatch, lambda event: isinstance(event, Delivered) and event.seq == 1)
+    async with stage() as s:
+        loop = asyncio.get_running_loop()
+        provider = ScriptProvider(["Line\n", "more", Sleep(60), "never"])
+        start = loop.time()
+        result = await s.stream(provider)
+        assert loop.time() - start < 1.0
+        assert result.status == "error"
+        assert str(result.data) == CORE_BUG
+        assert result.accumulated_text == "Line" == s.api.text()
+        assert result.messages_sent == 1
+        assert s.embeds == []
+        assert provider.closed
+
+
+async def test_B2_B13_a_fault_in_the_timer_callback_ends_a_hanging_stream(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fault outside the caller's task (here the deadline's callback) still ends the stream:
+    it does not vanish into the event loop's exception handler, leaving the call hanging."""
+    _break_step(monkeypatch, lambda event: isinstance(event, TimerFired))
+    async with stage() as s:
+        loop = asyncio.get_running_loop()
+        provider = ScriptProvider(["Line\n", "pending", Hang()])
+        start = loop.time()
+        result = await s.stream(provider, StreamConfig(inactivity_timeout=30))
+        assert 30 <= loop.time() - start <= 30.05
+        assert result.status == "error"
+        assert str(result.data) == CORE_BUG
+        assert result.accumulated_text == "Line" == s.api.text()
+        assert len(s.embeds) == 1
+        assert provider.closed
+
+
+async def test_B1_F2_when_the_core_cannot_even_crash_the_result_waits_for_the_send_in_flight(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _break_step(monkeypatch, lambda event: _is_boom(event) or isinstance(event, ProviderCrashed))
+    async with stage() as s:
+        before = other_tasks()
+        s.api.inject(Delay(1.0), route="send")
+        provider = ScriptProvider(["Line\n", "pending", "boom", Sleep(60), "never"])
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        result = await s.stream(provider)
+        assert loop.time() - start < 1.5  # the send's 1 s, not the provider's 60 s
+        assert result.status == "error"
+        assert str(result.data) == CORE_BUG
+        assert result.accumulated_text == "Line" == s.api.text()  # accepted after the fault
+        assert result.messages_sent == 1
+        assert s.embeds == []  # the core could not decide one
+        assert provider.closed
+        assert provider.calls.count("process") == 3
+        assert other_tasks() <= before

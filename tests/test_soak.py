@@ -7,7 +7,7 @@
 - The checker is honest: fabricated outcomes that break an invariant (a transcript that is
   not what Discord accepted, a ping, a long message, an unexplained status, a registry entry
   left behind, a leaked task or listener) are counted, and a consistent one is not.
-- Findings of the soak in other modules, pinned as strict xfails.
+- Findings of the soak in other modules (both fixed), kept as regression tests.
 """
 
 from __future__ import annotations
@@ -311,15 +311,6 @@ def _smuggled_text_chunk() -> TextChunk:
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="shell/orchestrator.py _Stream.run: when an exception escapes `stream()` (here "
-    "`step` raising on an ill-typed chunk), it feeds ProviderCrashed and, the core still "
-    "waiting for a send in flight, builds the result at once with `abandon`: the message "
-    "Discord accepts a moment later is missing from accumulated_text/messages_sent (F2) "
-    "and no error embed is sent (B13). `bench.soak --known-bugs` finds it.",
-)
 async def test_F2_a_message_in_flight_when_the_core_fails_is_in_the_result() -> None:
     async with stage() as s:
         provider = ScriptProvider(["Hello\n", "World", _smuggled_text_chunk()])
@@ -331,14 +322,6 @@ async def test_F2_a_message_in_flight_when_the_core_fails_is_in_the_result() -> 
         assert len(s.embeds) == 1  # B13: the generic error embed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="domain/segments.py: after an overflow cut (E2) of a line with no boundary, "
-    "`context()` gives capture only the rest of the line, whose backticks may be unbalanced "
-    "(the cut fell inside an inline code span): the next chunk's <think> is taken for code "
-    "and the thought is sent to the channel (E4).",
-)
 def test_E4_a_think_block_after_an_overflow_cut_through_inline_code_is_not_sent() -> None:
     driver = Driver(config=StreamConfig(humanizer_degree=1))
     driver.start()

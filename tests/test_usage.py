@@ -293,3 +293,41 @@ def test_D3_estimate_tokens_is_ceil_of_a_quarter_of_the_length(text: str, expect
 
 def test_D3_estimate_tokens_counts_code_points() -> None:
     assert estimate_tokens("嗯😀\u00e9!") == 1
+
+
+# --- D2: hostile values never raise and never cost the other side ------------------------------
+
+
+class _NoClass:
+    """`isinstance` on it raises: its `__class__` does."""
+
+    @property  # type: ignore[misc]  # overriding __class__ with a property is the point
+    def __class__(self) -> type:
+        raise RuntimeError("no class")
+
+
+class _BrokenCompare(int):
+    def __ge__(self, other: object) -> bool:
+        raise RuntimeError("cannot compare")
+
+    def __le__(self, other: object) -> bool:
+        raise RuntimeError("cannot compare")
+
+
+def test_D2_a_report_whose_class_lookup_raises_is_no_usage() -> None:
+    assert normalize_usage(_NoClass()) is None
+
+
+def test_D2_a_count_whose_class_lookup_raises_loses_only_its_own_alias() -> None:
+    raw = {"prompt_tokens": _NoClass(), "promptTokens": 5, "completion_tokens": 6}
+    assert normalize_usage(raw) == TokenUsage(5, 6)
+
+
+def test_D2_an_int_subclass_is_judged_as_the_plain_int_it_is() -> None:
+    usage = normalize_usage({"prompt_tokens": _BrokenCompare(3), "completion_tokens": 4})
+    assert usage == TokenUsage(3, 4)
+    assert usage is not None
+    assert type(usage.input_tokens) is int
+    assert normalize_usage({"prompt_tokens": _BrokenCompare(-3), "completion_tokens": 4}) == (
+        TokenUsage(0, 4)
+    )
