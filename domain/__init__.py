@@ -21,7 +21,8 @@ Where each rule of SPEC.md lives:
                 accounting and Discord failures (F2–F4), time as data (B2, B12).
 - `capture`   — `<think>`/`<details>` removal, in source order (E4, E5).
 - `segments`  — when text leaves the buffer and in what pieces (E1–E3, E6–E8, E10).
-- `graphemes` — where a message may be cut without splitting a character (E7).
+- `graphemes` — where a message may be cut without splitting a character (E7), and text
+                made sendable (surrogates, F2).
 - `usage`     — one shape for every provider's token usage (D).
 - `embeds`, `catalogue`, `redact` — what an error, timeout or warning embed says (G).
 - `requests`  — stop and follow-up entries: which wins, what reason (C1–C4, C8).
