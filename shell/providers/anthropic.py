@@ -267,9 +267,7 @@ class AnthropicProvider:
         return self._stream()
 
     def process_chunk(self, raw: AnthropicItem) -> ProcessedChunk:
-        if isinstance(raw, Failed):
-            return ErrorChunk(raw.error)
-        return raw
+        return base.chunk_of(raw)
 
     def describe_error(self, error: ProviderError, locale: str) -> str | None:
         return base.describe_error(error, locale)
@@ -280,12 +278,7 @@ class AnthropicProvider:
         turn = self._last_tool_turn
         if turn is None:
             raise ValueError("the last Anthropic stream did not end in tool calls")
-        wanted = [call.id for call in turn.calls]
-        given = [outcome.call.id for outcome in outcomes]
-        if sorted(map(str, given)) != sorted(map(str, wanted)):
-            raise ValueError(
-                f"tool results {given!r} do not answer the model's tool calls {wanted!r}"
-            )
+        base.check_outcomes(turn.calls, outcomes, "Anthropic")
         results: list[ContentBlockParam] = []
         for outcome in outcomes:
             result: ToolResultBlockParam = {

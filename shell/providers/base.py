@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, Protocol, Self, TypeAlias, TypeVar
 
-from domain import ErrorKind, FunctionCall, ProviderError
+from domain import ErrorChunk, ErrorKind, FunctionCall, ProcessedChunk, ProviderError
 from shell.context import StreamProvider
 
 FinishReason: TypeAlias = Literal["stop", "length", "tool_calls", "content_filter", "other"]
@@ -69,6 +69,26 @@ class Failed:
     """A raw item an adapter yields in place of raising: the stream failed with `error`."""
 
     error: ProviderError
+
+
+def chunk_of(raw: ProcessedChunk | Failed) -> ProcessedChunk:
+    """`process_chunk` of an adapter whose `start_stream` yields decided chunks or `Failed`."""
+    return ErrorChunk(raw.error) if isinstance(raw, Failed) else raw
+
+
+def check_outcomes(
+    calls: Sequence[FunctionCall], outcomes: Sequence[ToolOutcome], provider: str
+) -> None:
+    """`after_tools`' precondition: the outcomes answer exactly the last answer's calls.
+
+    Raises `ValueError` naming both sides otherwise (any order is fine).
+    """
+    wanted = sorted(str(call.id) for call in calls)
+    given = sorted(str(outcome.call.id) for outcome in outcomes)
+    if given != wanted:
+        raise ValueError(
+            f"tool results {given!r} do not answer the {provider} model's tool calls {wanted!r}"
+        )
 
 
 # --- finish reasons -------------------------------------------------------------------------

@@ -268,9 +268,7 @@ class GeminiProvider:
         return self._stream()
 
     def process_chunk(self, raw: GeminiItem) -> ProcessedChunk:
-        if isinstance(raw, Failed):
-            return ErrorChunk(raw.error)
-        return raw
+        return base.chunk_of(raw)
 
     def describe_error(self, error: ProviderError, locale: str) -> str | None:
         return base.describe_error(error, locale)
@@ -281,12 +279,7 @@ class GeminiProvider:
         turn = self._last_tool_turn
         if turn is None:
             raise ValueError("the last Gemini stream did not end in function calls")
-        wanted = [str(call.id) for call in turn.calls]
-        given = [str(outcome.call.id) for outcome in outcomes]
-        if sorted(given) != sorted(wanted):
-            raise ValueError(
-                f"tool results {given!r} do not answer the model's function calls {wanted!r}"
-            )
+        base.check_outcomes(turn.calls, outcomes, "Gemini")
         names = {str(call.id): call.name for call in turn.calls}
         responses = [
             types.Part(

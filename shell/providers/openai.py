@@ -422,9 +422,7 @@ class OpenAIChatProvider:
         return self._stream()
 
     def process_chunk(self, raw: OpenAIItem) -> ProcessedChunk:
-        if isinstance(raw, Failed):
-            return ErrorChunk(raw.error)
-        return raw
+        return base.chunk_of(raw)
 
     def describe_error(self, error: ProviderError, locale: str) -> str | None:
         return base.describe_error(error, locale)
@@ -435,12 +433,7 @@ class OpenAIChatProvider:
         turn = self._last_tool_turn
         if turn is None:
             raise ValueError("the last OpenAI stream did not end in tool calls")
-        wanted = [call.id for call in turn.calls]
-        given = [outcome.call.id for outcome in outcomes]
-        if sorted(map(str, given)) != sorted(map(str, wanted)):
-            raise ValueError(
-                f"tool results {given!r} do not answer the model's tool calls {wanted!r}"
-            )
+        base.check_outcomes(turn.calls, outcomes, "OpenAI")
         results: list[Message] = [
             {"role": "tool", "tool_call_id": str(outcome.call.id), "content": outcome.output}
             for outcome in outcomes
