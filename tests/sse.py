@@ -91,6 +91,13 @@ class ModelServer:
         if self._runner is not None:
             await self._runner.cleanup()
 
+    def open_connections(self) -> int:
+        """Client connections whose socket is still open (0 once every stream was closed)."""
+        runner = self._runner
+        if runner is None or runner.server is None:
+            return 0
+        return sum(1 for handler in runner.server.connections if handler.transport is not None)
+
     def _next(self) -> Reply:
         if not self.replies:
             return Reply(status=500, body={"error": {"message": "no reply scripted"}})

@@ -206,10 +206,7 @@ def last_error(chunks: list[ProcessedChunk]) -> ProviderError:
 
 def open_connections(server: ModelServer) -> int:
     """Connections to the model server whose socket is still open."""
-    runner = server._runner
-    assert runner is not None
-    assert runner.server is not None
-    return sum(1 for handler in runner.server.connections if handler.transport is not None)
+    return server.open_connections()
 
 
 async def closed_soon(server: ModelServer) -> bool:
