@@ -12,6 +12,8 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
+import discord
+
 from shell import chat
 from shell.demo import Options, render, run_demo
 
@@ -50,6 +52,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             turn = asyncio.run(chat.run_chat(options))
         except ImportError as missing:  # the provider's extra is not installed
             parser.exit(2, f"cordstream chat: {missing}\n")
+        except (discord.DiscordException, ValueError) as refused:  # bad token, unknown channel
+            parser.exit(2, f"cordstream chat: {type(refused).__name__}: {refused}\n")
         return 0 if turn.status == "completed" else 1
     if args.speed <= 0:
         parser.error("--speed must be positive")

@@ -13,10 +13,12 @@ import json
 import sys
 from pathlib import Path
 
+import discord
 import pytest
 
 from domain import TokenUsage
 from shell.chat import ChatOptions, api_key, check, run_chat, tool_specs
+from shell.emulator import DiscordEmulator
 from tests.openai_wire import answer, tool_request
 from tests.sse import ModelServer, Reply
 
@@ -168,3 +170,32 @@ async def test_the_command_fails_clearly_without_a_model() -> None:
     _, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
     assert process.returncode == 2
     assert "--model (or CORDSTREAM_MODEL) is required" in stderr.decode()
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_a_real_channel_gets_the_answer_with_a_token_and_a_channel_id(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The `--channel-id` path: its own discord.py client, REST only, no emulator of its own
+    (here Discord's API address points at a local emulator, as `discord_client` does)."""
+    printed: list[str] = []
+    async with DiscordEmulator() as api, ModelServer([answer("Straight in.")]) as server:
+        monkeypatch.setattr(discord.http.Route, "BASE", api.base_url)
+        chat = options(server, channel_id=api.channel_id, discord_token=api.token, tools=False)
+        turn = await run_chat(chat, printed.append, environ={})
+        assert turn.status == "completed"
+        assert [m.content for m in api.messages()] == ["Straight in."]
+        assert api.messages()[0].message_reference is None  # no user message to reply to
+    assert f"→ channel {api.channel_id}" in printed[0]
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_a_wrong_token_is_refused_clearly(monkeypatch: pytest.MonkeyPatch) -> None:
+    async with DiscordEmulator() as api, ModelServer([answer("never")]) as server:
+        monkeypatch.setattr(discord.http.Route, "BASE", api.base_url)
+        chat = options(server, channel_id=api.channel_id, discord_token="wrong", tools=False)
+        with pytest.raises(discord.LoginFailure):
+            await run_chat(chat, lambda _: None, environ={})
+        assert server.seen == []  # the model was not asked
