@@ -80,7 +80,7 @@ def test_C5_consume_removes_only_the_entry_that_was_resolved() -> None:
     assert not stops.has_stop_request(1)
 
 
-def test_discard_forgets_a_pending_request_for_a_fresh_turn() -> None:
+def test_B4_discard_forgets_a_request_that_would_end_a_fresh_turn_at_once() -> None:
     orchestrator = StreamOrchestrator(StopRegistry())
     orchestrator.request_follow_up(7, "user-1")  # arrived after the last stream had ended
     orchestrator.request_stop(8, "user-2")
