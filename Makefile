@@ -11,6 +11,10 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,all]'
+	# The import names for mypy (mypy.ini says why): .venv/src/cordstream/{domain,shell}.
+	mkdir -p $(VENV)/src/cordstream
+	ln -sfn ../../../domain $(VENV)/src/cordstream/domain
+	ln -sfn ../../../shell $(VENV)/src/cordstream/shell
 	touch $(STAMP)
 
 test: lint typecheck pytest

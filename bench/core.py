@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bench.answers import answer, chunked
-from domain import (
+from cordstream.domain import (
     ChunkArrived,
     Delivered,
     Effect,

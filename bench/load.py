@@ -27,11 +27,11 @@ from collections.abc import AsyncIterator
 
 import discord
 
-from domain import ProcessedChunk, ProviderError, TextChunk
-from shell import StreamConfig, StreamContext, StreamOrchestrator
-from shell.demo import ANSWER, Options, ScriptedProvider
-from shell.emulator import DiscordEmulator, discord_client
-from shell.stops import StopRegistry
+from cordstream.domain import ProcessedChunk, ProviderError, TextChunk
+from cordstream.shell import StreamConfig, StreamContext, StreamOrchestrator
+from cordstream.shell.demo import ANSWER, Options, ScriptedProvider
+from cordstream.shell.emulator import DiscordEmulator, discord_client
+from cordstream.shell.stops import StopRegistry
 
 _LINES = (
     "Here is a short answer, streamed line by line.\n",

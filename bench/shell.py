@@ -23,10 +23,10 @@ from collections.abc import AsyncIterator
 import discord
 
 from bench.answers import answer, chunked
-from domain import ProcessedChunk, ProviderError, TextChunk
-from shell import StreamConfig, StreamContext, StreamOrchestrator
-from shell.emulator import DiscordEmulator, discord_client
-from shell.stops import StopRegistry
+from cordstream.domain import ProcessedChunk, ProviderError, TextChunk
+from cordstream.shell import StreamConfig, StreamContext, StreamOrchestrator
+from cordstream.shell.emulator import DiscordEmulator, discord_client
+from cordstream.shell.stops import StopRegistry
 
 TIMEOUT = 0.2  # inactivity timeout of the overshoot runs, seconds
 

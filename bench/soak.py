@@ -83,7 +83,7 @@ from typing import Any, Final, Literal, TypeAlias, cast, get_args
 import discord
 import looptime
 
-from domain import (
+from cordstream.domain import (
     DoneChunk,
     ErrorChunk,
     FunctionCall,
@@ -96,8 +96,8 @@ from domain import (
     Thought,
     TokenUsage,
 )
-from shell import StreamConfig, StreamContext, StreamOrchestrator
-from shell.emulator import (
+from cordstream.shell import StreamConfig, StreamContext, StreamOrchestrator
+from cordstream.shell.emulator import (
     BAD_GATEWAY,
     INTERNAL_SERVER_ERROR,
     MISSING_ACCESS,
@@ -114,7 +114,7 @@ from shell.emulator import (
     SentMessage,
     discord_client,
 )
-from shell.stops import Listener, StopRegistry
+from cordstream.shell.stops import Listener, StopRegistry
 
 DESCRIPTION: Final = "A soak of the real shell under faults, on looptime's virtual clock."
 STATUSES: Final = frozenset(get_args(StreamStatus))

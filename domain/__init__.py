@@ -8,12 +8,13 @@ keeps the clock; this package decides everything else, as one reducer:
 
     state, effects = step(state, event)
 
-Events (`domain.events`) are what happened — a chunk arrived, the provider ended or raised, a
-stop or follow-up was requested, a timer fired, Discord accepted or refused a send — each with
-the shell's clock reading `now`. Effects (`domain.effects`) are what the shell must do — arm the
-inactivity timer, send a message or an embed, pause as if typing, close the provider, consume a
-registry entry, and, exactly once, `Finish(result)`. Both are frozen dataclasses holding plain
-data, so a test compares a step's output with `==` and replays any timing exactly.
+Events (`cordstream.domain.events`) are what happened — a chunk arrived, the provider ended
+or raised, a stop or follow-up was requested, a timer fired, Discord accepted or refused a
+send — each with the shell's clock reading `now`. Effects (`cordstream.domain.effects`) are
+what the shell must do — arm the inactivity timer, send a message or an embed, pause as if
+typing, close the provider, consume a registry entry, and, exactly once, `Finish(result)`. Both
+are frozen dataclasses holding plain data, so a test compares a step's output with `==` and
+replays any timing exactly.
 
 Where each rule of SPEC.md lives:
 
@@ -32,8 +33,8 @@ This package imports nothing from asyncio, discord, aiohttp, clocks, randomness 
 
 Example: feeding the machine by hand (the shell does exactly this against Discord)::
 
-    from domain import ChunkArrived, Delivered, ProviderEnded, SendMessage, Started
-    from domain import StreamConfig, TextChunk, initial_state, step
+    from cordstream.domain import ChunkArrived, Delivered, ProviderEnded, SendMessage, Started
+    from cordstream.domain import StreamConfig, TextChunk, initial_state, step
 
     state = initial_state(StreamConfig())
     state, effects = step(state, Started(now=0.0))            # → (ArmTimer(at=120.0),)
@@ -44,8 +45,8 @@ Example: feeding the machine by hand (the shell does exactly this against Discor
     state, effects = step(state, ProviderEnded(0.3))         # flushes "How"
 """
 
-from domain.catalogue import DEFAULT_CATALOGUE, Catalogue
-from domain.chunks import (
+from cordstream.domain.catalogue import DEFAULT_CATALOGUE, Catalogue
+from cordstream.domain.chunks import (
     DoneChunk,
     ErrorChunk,
     ErrorKind,
@@ -56,8 +57,8 @@ from domain.chunks import (
     TextChunk,
     Thought,
 )
-from domain.config import StreamConfig
-from domain.effects import (
+from cordstream.domain.config import StreamConfig
+from cordstream.domain.effects import (
     ArmTimer,
     CloseProvider,
     ConsumeRequest,
@@ -67,8 +68,8 @@ from domain.effects import (
     SendMessage,
     TypingPause,
 )
-from domain.embeds import EmbedColour, EmbedSpec
-from domain.events import (
+from cordstream.domain.embeds import EmbedColour, EmbedSpec
+from cordstream.domain.events import (
     ChunkArrived,
     Delivered,
     DiscordFailure,
@@ -81,10 +82,10 @@ from domain.events import (
     StopRequested,
     TimerFired,
 )
-from domain.machine import StreamState, initial_state, step
-from domain.requests import StopRequest, register, stop_reason
-from domain.results import StopReason, StreamResult, StreamStatus, ThoughtLog
-from domain.usage import TokenUsage, estimate_tokens, normalize_usage, sum_turn_usage
+from cordstream.domain.machine import StreamState, initial_state, step
+from cordstream.domain.requests import StopRequest, register, stop_reason
+from cordstream.domain.results import StopReason, StreamResult, StreamStatus, ThoughtLog
+from cordstream.domain.usage import TokenUsage, estimate_tokens, normalize_usage, sum_turn_usage
 
 __all__ = [
     "DEFAULT_CATALOGUE",

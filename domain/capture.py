@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias
 
-from domain.markdown import closes_fence, fence_of
+from cordstream.domain.markdown import closes_fence, fence_of
 
 Mode: TypeAlias = Literal["visible", "think", "details"]
 OpKind: TypeAlias = Literal["visible", "think", "think_open", "details", "details_end", "retract"]
@@ -82,7 +82,7 @@ def feed(
     """Scan `text` (after whatever was held back) and return the new state and operations.
 
     `fence`: the fence of the code block the text starts inside ("" if none); `line`: the
-    visible text of the current line before it (see `domain.segments.context`).
+    visible text of the current line before it (see `cordstream.domain.segments.context`).
     """
     data = capture.pending + text
     ops: list[Op] = []

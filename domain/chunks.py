@@ -2,7 +2,8 @@
 
 A provider's raw stream item becomes exactly one `ProcessedChunk` through the adapter's
 `process_chunk`. Every chunk may carry the provider's raw usage object (normalized later by
-`domain.usage.normalize_usage`), provider-level thoughts and the name of the serving provider.
+`cordstream.domain.usage.normalize_usage`), provider-level thoughts and the name of the
+serving provider.
 
 Chunks validate their fields when built, so a broken adapter fails at the line that built the
 bad chunk, with a message naming the field, and the machine can trust what it receives. A

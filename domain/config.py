@@ -1,4 +1,7 @@
-"""Stream configuration (SPEC §A): a pure value, validated when built, re-exported by `shell`."""
+"""Stream configuration (SPEC §A): a pure value, validated when built.
+
+Re-exported by `cordstream.shell`.
+"""
 
 from __future__ import annotations
 
@@ -61,8 +64,8 @@ def parse_env(
 ) -> Result[_Config, str]:
     """The pure half of `StreamConfig.from_env`: a config, or a message naming the bad variable.
 
-    `kind` is the class to build (`shell.StreamConfig` re-exports this one with a zero-argument
-    `from_env()` that reads the process environment).
+    `kind` is the class to build (`cordstream.shell.StreamConfig` re-exports this one with a
+    zero-argument `from_env()` that reads the process environment).
     """
     values: dict[str, float | int] = {}
     for name, key, unit in _ENV_FIELDS:

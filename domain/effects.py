@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from domain.embeds import EmbedSpec
-from domain.requests import StopRequest
-from domain.results import StreamResult
+from cordstream.domain.embeds import EmbedSpec
+from cordstream.domain.requests import StopRequest
+from cordstream.domain.results import StreamResult
 
 
 @dataclass(frozen=True, slots=True)

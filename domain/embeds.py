@@ -4,7 +4,7 @@
   title "Model Configuration Error" and, without a provider headline, a localized headline.
 - G2: `error_detail` digs the provider's own message out of the error and its `original`.
 - G3: description = headline + "**Details:**" block, de-duplicated and cut to fit 4096.
-- G4: everything shown is redacted (`domain.redact`).
+- G4: everything shown is redacted (`cordstream.domain.redact`).
 - Everything shown passes through `graphemes.sendable` first (before redaction and the length
   cut): a surrogate pair becomes the character it encodes, a lone surrogate U+FFFD, so an
   error text holding one still yields an embed Discord accepts, and limits count what Discord
@@ -38,10 +38,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias, get_args
 
-from domain.catalogue import DEFAULT_CATALOGUE, DEFAULT_LOCALE, ENGLISH, Catalogue, MessageKey
-from domain.chunks import ProviderError
-from domain.graphemes import sendable
-from domain.redact import redact_head
+from cordstream.domain.catalogue import (
+    DEFAULT_CATALOGUE,
+    DEFAULT_LOCALE,
+    ENGLISH,
+    Catalogue,
+    MessageKey,
+)
+from cordstream.domain.chunks import ProviderError
+from cordstream.domain.graphemes import sendable
+from cordstream.domain.redact import redact_head
 
 EmbedColour: TypeAlias = Literal["warning", "error"]
 TITLE_LIMIT: Final = 256

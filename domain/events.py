@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
-from domain.requests import StopRequest
+from cordstream.domain.requests import StopRequest
 
 
 @dataclass(frozen=True, slots=True)

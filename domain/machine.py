@@ -3,18 +3,19 @@
 Theory of operation
 -------------------
 One machine runs one stream. It never performs I/O and never reads a clock: the shell feeds
-it events (`domain.events`) carrying `now`, and carries out the effects it returns
-(`domain.effects`). Its phases:
+it events (`cordstream.domain.events`) carrying `now`, and carries out the effects it returns
+(`cordstream.domain.effects`). Its phases:
 
     ready ──Started──▶ streaming ──(end of text, stop, error, timeout, limit)──▶ ending ──▶ finished
       └──Started(pending request)──────────────────────────────────────────────▲
 
 *streaming*: chunks arrive. Per chunk (B5): the deadline moves to `now + timeout`; thoughts,
 serving provider, terminal metadata and usage (latest valid report wins) are recorded; then
-the chunk is routed (B6): text goes through think/details capture (`domain.capture`) and
-segmentation (`domain.segments`) into the outbox; a function call or an error ends the stream
-after a *pending flush*. The shell checks the registry before each chunk and feeds a
-`StopRequested`; it also calls `on_stream_progress` itself, before `process_chunk` (B5).
+the chunk is routed (B6): text goes through think/details capture
+(`cordstream.domain.capture`) and segmentation (`cordstream.domain.segments`) into the outbox;
+a function call or an error ends the stream after a *pending flush*. The shell checks the registry
+before each chunk and feeds a `StopRequested`; it also calls `on_stream_progress` itself, before
+`process_chunk` (B5).
 
 *ending*: the outcome is decided; the outbox drains (one Discord request at a time), then an
 embed if one is due, then `Finish`. Outcomes decided by the stream's own course (completed,
@@ -40,8 +41,8 @@ delivers what is left at once, without pauses.
 Rules chosen where the SPEC is silent:
 - A chunk may have skipped its constructor's validation (a subclass overriding
   `__post_init__`, a field set afterwards with `object.__setattr__`): every chunk off the hot
-  path is re-checked (`domain.chunks.check`; the hot path only takes a `str` it can append)
-  and a bad field ends the stream like a value that is not a chunk at all: `error` with the
+  path is re-checked (`cordstream.domain.chunks.check`; the hot path only takes a `str` it can
+  append) and a bad field ends the stream like a value that is not a chunk at all: `error` with the
   TypeError as data, pending text not flushed, the generic embed (B13). So `step` stays
   total (B1).
 - Every message is passed through `graphemes.sendable` as it is sent: a surrogate pair becomes
@@ -61,9 +62,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Final, Literal, TypeAlias, assert_never
 
-from domain import capture, segments
-from domain.catalogue import DEFAULT_CATALOGUE, Catalogue
-from domain.chunks import (
+from cordstream.domain import capture, segments
+from cordstream.domain.catalogue import DEFAULT_CATALOGUE, Catalogue
+from cordstream.domain.chunks import (
     DoneChunk,
     ErrorChunk,
     FunctionCall,
@@ -71,9 +72,9 @@ from domain.chunks import (
     ProviderError,
     TextChunk,
 )
-from domain.chunks import check as check_chunk
-from domain.config import StreamConfig
-from domain.effects import (
+from cordstream.domain.chunks import check as check_chunk
+from cordstream.domain.config import StreamConfig
+from cordstream.domain.effects import (
     ArmTimer,
     CloseProvider,
     ConsumeRequest,
@@ -83,14 +84,14 @@ from domain.effects import (
     SendMessage,
     TypingPause,
 )
-from domain.embeds import (
+from cordstream.domain.embeds import (
     EmbedSpec,
     exception_embed,
     flush_limit_embed,
     provider_error_embed,
     timeout_embed,
 )
-from domain.events import (
+from cordstream.domain.events import (
     ChunkArrived,
     Delivered,
     DiscordFailure,
@@ -103,10 +104,10 @@ from domain.events import (
     StopRequested,
     TimerFired,
 )
-from domain.graphemes import sendable
-from domain.requests import StopRequest, is_internal, stop_reason
-from domain.results import StopReason, StreamResult, StreamStatus, ThoughtLog
-from domain.usage import TokenUsage, normalize_usage
+from cordstream.domain.graphemes import sendable
+from cordstream.domain.requests import StopRequest, is_internal, stop_reason
+from cordstream.domain.results import StopReason, StreamResult, StreamStatus, ThoughtLog
+from cordstream.domain.usage import TokenUsage, normalize_usage
 
 Phase: TypeAlias = Literal["ready", "streaming", "ending", "finished"]
 # Who decided the outcome: the stream's own course can still be overridden by a request.

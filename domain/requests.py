@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final, Literal, TypeAlias
 
-from domain.results import StopReason
+from cordstream.domain.results import StopReason
 
 RequestKind: TypeAlias = Literal["stop", "follow_up"]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
-from domain.chunks import FunctionCall
-from domain.usage import TokenUsage
+from cordstream.domain.chunks import FunctionCall
+from cordstream.domain.usage import TokenUsage
 
 StreamStatus: TypeAlias = Literal[
     "completed",

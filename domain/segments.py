@@ -2,11 +2,11 @@
 
 Theory of operation
 -------------------
-Visible text (think/details already removed by `domain.capture`) arrives in arbitrary chunks.
-The text after the last complete line is the *tail*; it lives at the top of the machine's state
-because it is the only thing most chunks change (see `domain.machine`). A newline is a
-boundary once a character follows it (E1), so every `feed` first cuts the tail into complete
-lines and routes each one:
+Visible text (think/details already removed by `cordstream.domain.capture`) arrives in
+arbitrary chunks. The text after the last complete line is the *tail*; it lives at the top of the
+machine's state because it is the only thing most chunks change (see `cordstream.domain.machine`). A
+newline is a boundary once a character follows it (E1), so every `feed` first cuts the tail into
+complete lines and routes each one:
 
 - prose lines accumulate in `held`; the held text leaves as a segment as soon as it is
   balanced (no open `"`, `“`, `(` or `[`, E2). Net counts are kept per line, so no line is
@@ -57,8 +57,8 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Final
 
-from domain.graphemes import cut_before
-from domain.markdown import closers, closes_fence, fence_of, language_of
+from cordstream.domain.graphemes import cut_before
+from cordstream.domain.markdown import closers, closes_fence, fence_of, language_of
 
 OVERFLOW: Final = 1000
 _TABLE_ROW = re.compile(r"[ \t]*\|")

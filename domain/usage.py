@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Final
 from returns.maybe import Maybe, Nothing, Some
 
 if TYPE_CHECKING:
-    from domain.results import StreamResult
+    from cordstream.domain.results import StreamResult
 
 
 @dataclass(frozen=True, slots=True)

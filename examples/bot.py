@@ -9,8 +9,8 @@ Run it (see the README, "Run a real bot"):
     python examples/bot.py
 
 What it does:
-- Replies when mentioned, streaming the answer into the channel (`shell.run_turn`), with a
-  `roll_dice` tool the model may call.
+- Replies when mentioned, streaming the answer into the channel
+  (`cordstream.shell.run_turn`), with a `roll_dice` tool the model may call.
 - `/stop` stops the answer streaming in the channel (`request_stop`).
 - A new message from the same user while their answer streams interrupts it
   (`request_follow_up`), and the turn restarts with the new message; the part of the answer
@@ -37,9 +37,9 @@ import discord
 import openai
 from discord import app_commands
 
-from shell import StreamConfig, StreamContext, StreamOrchestrator, TurnResult, run_turn
-from shell.providers import OpenAIChatProvider
-from shell.turn import Tool
+from cordstream.shell import StreamConfig, StreamContext, StreamOrchestrator, TurnResult, run_turn
+from cordstream.shell.providers import OpenAIChatProvider
+from cordstream.shell.turn import Tool
 
 HISTORY = 20
 SYSTEM = "You are a helpful assistant in a Discord server. Answer concisely."

@@ -2,10 +2,11 @@
 
 Everything a bot needs is importable from here: the orchestrator and registry, the config and
 context, the provider protocol, the reference tool loop `run_turn`, and the core's value types
-it hands back. The provider adapters live in `shell.providers` (each needs its SDK's extra).
+it hands back. The provider adapters live in `cordstream.shell.providers` (each needs its
+SDK's extra).
 """
 
-from domain import (
+from cordstream.domain import (
     DoneChunk,
     ErrorChunk,
     FunctionCall,
@@ -23,12 +24,12 @@ from domain import (
     normalize_usage,
     sum_turn_usage,
 )
-from shell.config import StreamConfig
-from shell.context import StreamContext, StreamProvider
-from shell.orchestrator import StreamOrchestrator
-from shell.providers.base import ToolOutcome, ToolProvider
-from shell.stops import DEFAULT_STOPS, StopRegistry
-from shell.turn import Tool, ToolRun, TurnResult, TurnStatus, run_turn
+from cordstream.shell.config import StreamConfig
+from cordstream.shell.context import StreamContext, StreamProvider
+from cordstream.shell.orchestrator import StreamOrchestrator
+from cordstream.shell.providers.base import ToolOutcome, ToolProvider
+from cordstream.shell.stops import DEFAULT_STOPS, StopRegistry
+from cordstream.shell.turn import Tool, ToolRun, TurnResult, TurnStatus, run_turn
 
 __all__ = [
     "DEFAULT_STOPS",

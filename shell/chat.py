@@ -29,14 +29,14 @@ from typing import Any, Literal
 
 import discord
 
-from shell.config import StreamConfig
-from shell.context import StreamContext
-from shell.demo import render
-from shell.emulator import DiscordEmulator, SentMessage, discord_client
-from shell.orchestrator import StreamOrchestrator
-from shell.providers.base import ToolProvider
-from shell.stops import StopRegistry
-from shell.turn import Tool, TurnResult, run_turn
+from cordstream.shell.config import StreamConfig
+from cordstream.shell.context import StreamContext
+from cordstream.shell.demo import render
+from cordstream.shell.emulator import DiscordEmulator, SentMessage, discord_client
+from cordstream.shell.orchestrator import StreamOrchestrator
+from cordstream.shell.providers.base import ToolProvider
+from cordstream.shell.stops import StopRegistry
+from cordstream.shell.turn import Tool, TurnResult, run_turn
 
 ProviderKind = Literal["openai", "anthropic", "gemini"]
 Printer = Callable[[str], None]
@@ -145,7 +145,7 @@ def build_provider(options: ChatOptions, environ: Mapping[str, str]) -> ToolProv
     if options.provider == "openai":
         import openai  # noqa: PLC0415 - optional extra
 
-        from shell.providers.openai import OpenAIChatProvider  # noqa: PLC0415
+        from cordstream.shell.providers.openai import OpenAIChatProvider  # noqa: PLC0415
 
         messages: list[dict[str, str]] = []
         if options.system:
@@ -161,7 +161,7 @@ def build_provider(options: ChatOptions, environ: Mapping[str, str]) -> ToolProv
     if options.provider == "anthropic":
         import anthropic  # noqa: PLC0415 - optional extra
 
-        from shell.providers.anthropic import AnthropicProvider  # noqa: PLC0415
+        from cordstream.shell.providers.anthropic import AnthropicProvider  # noqa: PLC0415
 
         anthropic_client = anthropic.AsyncAnthropic(api_key=key, base_url=options.base_url)
         return AnthropicProvider(
@@ -175,7 +175,7 @@ def build_provider(options: ChatOptions, environ: Mapping[str, str]) -> ToolProv
     from google import genai  # noqa: PLC0415 - optional extra
     from google.genai import types  # noqa: PLC0415
 
-    from shell.providers.gemini import GeminiProvider  # noqa: PLC0415
+    from cordstream.shell.providers.gemini import GeminiProvider  # noqa: PLC0415
 
     http = types.HttpOptions(base_url=options.base_url) if options.base_url else None
     gemini_client = genai.Client(api_key=key, http_options=http)

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 import discord
 
-from shell import chat
-from shell.demo import Options, render, run_demo
+from cordstream.shell import chat
+from cordstream.shell.demo import Options, render, run_demo
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -6,11 +6,11 @@ import os
 from collections.abc import Mapping
 from typing import Self
 
-from domain import config as _domain
+from cordstream.domain import config as _domain
 
 
 class StreamConfig(_domain.StreamConfig):
-    """The same fields and checks as `domain.StreamConfig` (see there).
+    """The same fields and checks as `cordstream.domain.StreamConfig` (see there).
 
     Not re-decorated as a dataclass: it adds no field, and `@dataclass(slots=True)` would
     rebuild the class and break `super()` in `from_env`.

@@ -8,8 +8,8 @@ from typing import Protocol, TypeVar
 
 import discord
 
-from domain import ProcessedChunk, ProviderError
-from shell.config import StreamConfig
+from cordstream.domain import ProcessedChunk, ProviderError
+from cordstream.shell.config import StreamConfig
 
 Raw = TypeVar("Raw")
 
@@ -25,7 +25,7 @@ class StreamContext:
       tool loop retries.
     - `on_stream_progress`: called on every chunk, before `process_chunk` (B5); an exception
       it raises is ignored, so a heartbeat cannot break a stream.
-    - `locale`: for embed texts (see `domain.catalogue`).
+    - `locale`: for embed texts (see `cordstream.domain.catalogue`).
     - `allowed_mentions`: passed to every send; the default pings nobody, so model output
       can never ping @everyone, a role or a user (F1).
     """

@@ -14,7 +14,7 @@ from returns.future import future_safe
 from returns.io import IOFailure, IOResultE, IOSuccess
 from returns.result import Failure, Success
 
-from domain import Delivered, DiscordFailure, EmbedSpec, Rejected
+from cordstream.domain import Delivered, DiscordFailure, EmbedSpec, Rejected
 
 _COLOURS = {"warning": discord.Colour.orange(), "error": discord.Colour.red()}
 

@@ -1,9 +1,9 @@
 """`cordstream demo`: a built-in answer streamed through the real shell into a local Discord.
 
 No token, no key, no network beyond 127.0.0.1: the demo starts the project's Discord REST
-emulator (`shell.emulator`), logs a real `discord.Client` into it, posts a user question, and
-lets `StreamOrchestrator.stream_to_discord` stream a scripted provider's answer as a reply.
-It prints each message as the channel receives it, then the channel as a user sees it, then
+emulator (`cordstream.shell.emulator`), logs a real `discord.Client` into it, posts a user
+question, and lets `StreamOrchestrator.stream_to_discord` stream a scripted provider's answer as a
+reply. It prints each message as the channel receives it, then the channel as a user sees it, then
 the `StreamResult`. Options schedule a `/stop`, a follow-up message or a hanging provider.
 """
 
@@ -16,12 +16,12 @@ from dataclasses import dataclass
 
 import discord
 
-from domain import DoneChunk, ProcessedChunk, ProviderError, StreamResult, TextChunk
-from shell.config import StreamConfig
-from shell.context import StreamContext
-from shell.emulator import DiscordEmulator, SentMessage, discord_client
-from shell.orchestrator import StreamOrchestrator
-from shell.stops import StopRegistry
+from cordstream.domain import DoneChunk, ProcessedChunk, ProviderError, StreamResult, TextChunk
+from cordstream.shell.config import StreamConfig
+from cordstream.shell.context import StreamContext
+from cordstream.shell.emulator import DiscordEmulator, SentMessage, discord_client
+from cordstream.shell.orchestrator import StreamOrchestrator
+from cordstream.shell.stops import StopRegistry
 
 _PARAGRAPH = (
     "Streaming into Discord looks simple until the details arrive. A message may hold at most "

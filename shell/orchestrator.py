@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 One `_Stream` runs one call. It owns the loop's clock (`loop.time()`), one timer handle, the
 Discord and typing tasks, and the provider's iterator; the decisions are all the core's
-(`domain.step`). Events reach the core from four places, each fed synchronously, one at a
+(`cordstream.domain.step`). Events reach the core from four places, each fed synchronously, one at a
 time (the loop is single-threaded, and `step` is pure and quick):
 
 - the caller's task reads the provider: `await anext(iterator)`, then, per chunk, the
@@ -31,9 +31,9 @@ as `ProviderCrashed`: the core ends the stream the B13 way, so the requests alre
 are still waited for and what Discord accepted is counted (F2), and the generic error embed is
 sent. If the core faults again, or cannot end the stream that way, it is fed nothing more: the
 provider is no longer read (and is closed), and once the requests in flight are answered the
-result is made from the state as it stands (`domain.machine.abandon`): `error` with the first
-fault as data, no embed, and as `accumulated_text`/`messages_sent` the messages Discord
-accepted, from this module's own ledger of accepted sends (the core may have missed the
+result is made from the state as it stands (`cordstream.domain.machine.abandon`): `error`
+with the first fault as data, no embed, and as `accumulated_text`/`messages_sent` the messages
+Discord accepted, from this module's own ledger of accepted sends (the core may have missed the
 `Delivered` it faulted on). The same happens when, after a fault, nothing is in flight any
 more and the core has not finished. Every wait is bounded by the requests in flight
 (discord.py's own timeouts and retries), which the call awaits before returning anyway (B11).
@@ -49,7 +49,7 @@ from typing import Any
 
 import discord
 
-from domain import (
+from cordstream.domain import (
     DEFAULT_CATALOGUE,
     ArmTimer,
     Catalogue,
@@ -76,11 +76,11 @@ from domain import (
     initial_state,
     step,
 )
-from domain.machine import abandon
-from shell import delivery
-from shell.config import StreamConfig
-from shell.context import StreamContext, StreamProvider
-from shell.stops import DEFAULT_STOPS, StopRegistry
+from cordstream.domain.machine import abandon
+from cordstream.shell import delivery
+from cordstream.shell.config import StreamConfig
+from cordstream.shell.context import StreamContext, StreamProvider
+from cordstream.shell.stops import DEFAULT_STOPS, StopRegistry
 
 # How long closing a provider may take before the stream gives up on it.
 CLOSE_TIMEOUT = 5.0
@@ -89,7 +89,7 @@ CLOSE_TIMEOUT = 5.0
 class StreamOrchestrator:
     """Streams providers into Discord. One orchestrator serves any number of streams at once.
 
-    `stops`: the stop registry; by default the process-wide `shell.stops.DEFAULT_STOPS`,
+    `stops`: the stop registry; by default the process-wide `cordstream.shell.stops.DEFAULT_STOPS`,
     which a `/stop` command reaches through `request_stop` on any orchestrator.
     """
 

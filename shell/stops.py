@@ -1,10 +1,10 @@
 """The stop registry: `/stop` and follow-up requests per channel (SPEC C1–C8).
 
 One entry per channel. A stop always wins over a follow-up (C2, C3); which request replaces
-which, and what reason it resolves to, is decided in `domain.requests`. A stream listening
-on a channel is woken at once when an entry appears (B3); it consumes the entry it resolves
-(C5), comparing identity, so an entry registered after its result stays for the next stream.
-Entries older than five minutes are swept by the registry itself (C8).
+which, and what reason it resolves to, is decided in `cordstream.domain.requests`. A stream
+listening on a channel is woken at once when an entry appears (B3); it consumes the entry it
+resolves (C5), comparing identity, so an entry registered after its result stays for the next
+stream. Entries older than five minutes are swept by the registry itself (C8).
 
 The registry is in-memory and belongs to one event loop: call it from that loop's thread
 (a discord.py command handler is). `DEFAULT_STOPS` is shared by a `/stop` command and every
@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from domain.requests import MAX_REQUEST_AGE, StopRequest, is_expired, register
+from cordstream.domain.requests import MAX_REQUEST_AGE, StopRequest, is_expired, register
 
 Listener = Callable[[], None]
 

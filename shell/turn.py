@@ -40,11 +40,17 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final, Literal, TypeAlias
 
-from domain import FunctionCall, StreamResult, TokenUsage, estimate_tokens, sum_turn_usage
-from shell.config import StreamConfig
-from shell.context import StreamContext
-from shell.orchestrator import StreamOrchestrator
-from shell.providers.base import ToolOutcome, ToolProvider
+from cordstream.domain import (
+    FunctionCall,
+    StreamResult,
+    TokenUsage,
+    estimate_tokens,
+    sum_turn_usage,
+)
+from cordstream.shell.config import StreamConfig
+from cordstream.shell.context import StreamContext
+from cordstream.shell.orchestrator import StreamOrchestrator
+from cordstream.shell.providers.base import ToolOutcome, ToolProvider
 
 Tool: TypeAlias = Callable[[Mapping[str, object]], Awaitable[object]]
 

@@ -22,7 +22,7 @@ from types import SimpleNamespace
 from typing import Final
 from unittest.mock import MagicMock
 
-from domain import ProviderError, TokenUsage
+from cordstream.domain import ProviderError, TokenUsage
 
 # -- hostile objects ------------------------------------------------------------------------------
 

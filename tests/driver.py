@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from domain import (
+from cordstream.domain import (
     ArmTimer,
     ChunkArrived,
     CloseProvider,
@@ -40,7 +40,7 @@ from domain import (
     initial_state,
     step,
 )
-from domain.embeds import EmbedSpec
+from cordstream.domain.embeds import EmbedSpec
 
 
 @dataclass

@@ -18,10 +18,16 @@ from typing import Any
 
 import discord
 
-from domain import ProcessedChunk, ProviderError, TextChunk
-from shell import StreamConfig, StreamContext, StreamOrchestrator, StreamProvider, StreamResult
-from shell.emulator import DiscordEmulator, discord_client
-from shell.stops import StopRegistry
+from cordstream.domain import ProcessedChunk, ProviderError, TextChunk
+from cordstream.shell import (
+    StreamConfig,
+    StreamContext,
+    StreamOrchestrator,
+    StreamProvider,
+    StreamResult,
+)
+from cordstream.shell.emulator import DiscordEmulator, discord_client
+from cordstream.shell.stops import StopRegistry
 
 
 @dataclass(frozen=True)

@@ -26,13 +26,14 @@ Rules these tests pin (chosen here where the SPEC is silent, and named in each t
   `max_message_length`, and `accumulated_text` is the channel's transcript (F2), in linear
   time (E10) and no virtual time.
 - Surrogates (a `str` can hold them; Discord's JSON cannot carry a lone one): what is sent is
-  what Discord shows (`domain.graphemes.sendable`): a surrogate pair becomes the character it
-  encodes, a lone surrogate U+FFFD, in messages and in embed texts alike. The stream
+  what Discord shows (`cordstream.domain.graphemes.sendable`): a surrogate pair becomes the
+  character it encodes, a lone surrogate U+FFFD, in messages and in embed texts alike. The stream
   completes, `accumulated_text` is the channel's text (F2), no request is retried; the
   emulator answers a lone surrogate 400 before recording anything.
 - A message never ends inside a grapheme cluster (E7), whatever the chunking and wherever the
   message limit falls, and a run of flags of any length at any offset is cut between flags.
-  The oracle knows the cluster positions by construction; it does not ask `domain.graphemes`.
+  The oracle knows the cluster positions by construction; it does not ask
+  `cordstream.domain.graphemes`.
 - Mentions are delivered verbatim and ping nobody with the default context; the reply does
   not ping the author (F1).
 - Code fences, by domain.markdown's rule (a fence opens on a line starting with 3–16
@@ -72,7 +73,7 @@ from typing import Final
 
 import pytest
 
-from domain import (
+from cordstream.domain import (
     DEFAULT_CATALOGUE,
     DoneChunk,
     ErrorChunk,
@@ -86,9 +87,9 @@ from domain import (
     TokenUsage,
     normalize_usage,
 )
-from domain.embeds import EmbedSpec, exception_embed, provider_error_embed
-from shell import StreamConfig
-from shell.emulator import SentMessage
+from cordstream.domain.embeds import EmbedSpec, exception_embed, provider_error_embed
+from cordstream.shell import StreamConfig
+from cordstream.shell.emulator import SentMessage
 from tests.answers import same_text
 from tests.bad_inputs import (
     BIDI_TEXTS,

@@ -1,6 +1,6 @@
 """Example tests for think and details capture, one SPEC rule behaviour each (E2, E4, E5, E8).
 
-Scanner tests call `domain.capture.feed` directly; stream tests play the shell with
+Scanner tests call `cordstream.domain.capture.feed` directly; stream tests play the shell with
 `tests.driver` and look at what reached the channel (`driver.messages`) and what the result
 captured (`thought_log.raw`, `thought_log.summary`, `details_content`).
 """
@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import pytest
 
-from domain import FunctionCall, FunctionCallChunk, StreamConfig, TextChunk, Thought, capture
+from cordstream.domain import (
+    FunctionCall,
+    FunctionCallChunk,
+    StreamConfig,
+    TextChunk,
+    Thought,
+    capture,
+)
 from tests.driver import Driver, run
 
 

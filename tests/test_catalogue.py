@@ -7,7 +7,7 @@ from typing import get_args
 
 import pytest
 
-from domain.catalogue import DEFAULT_CATALOGUE, ENGLISH, Catalogue, MessageKey
+from cordstream.domain.catalogue import DEFAULT_CATALOGUE, ENGLISH, Catalogue, MessageKey
 
 _PT = {
     "title.model_error": "Erro de configuração do modelo",

@@ -16,9 +16,9 @@ from pathlib import Path
 import discord
 import pytest
 
-from domain import TokenUsage
-from shell.chat import ChatOptions, api_key, check, run_chat, tool_specs
-from shell.emulator import DiscordEmulator
+from cordstream.domain import TokenUsage
+from cordstream.shell.chat import ChatOptions, api_key, check, run_chat, tool_specs
+from cordstream.shell.emulator import DiscordEmulator
 from tests.openai_wire import answer, tool_request
 from tests.sse import ModelServer, Reply
 

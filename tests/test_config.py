@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from domain import StreamConfig
-from domain.config import parse_env
-from shell import StreamConfig as ShellConfig
+from cordstream.domain import StreamConfig
+from cordstream.domain.config import parse_env
+from cordstream.shell import StreamConfig as ShellConfig
 
 
 def test_config_defaults_match_the_spec() -> None:

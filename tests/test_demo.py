@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from domain import TokenUsage
-from shell.cli import main
-from shell.demo import ANSWER, Options, run_demo
+from cordstream.domain import TokenUsage
+from cordstream.shell.cli import main
+from cordstream.shell.demo import ANSWER, Options, run_demo
 from tests.answers import fences_balanced, same_text
 
 

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from domain.catalogue import DEFAULT_CATALOGUE, ENGLISH
-from domain.chunks import ErrorKind, ProviderError
-from domain.embeds import (
+from cordstream.domain.catalogue import DEFAULT_CATALOGUE, ENGLISH
+from cordstream.domain.chunks import ErrorKind, ProviderError
+from cordstream.domain.embeds import (
     DESCRIPTION_LIMIT,
     TITLE_LIMIT,
     EmbedSpec,
@@ -21,7 +21,7 @@ from domain.embeds import (
     provider_error_embed,
     timeout_embed,
 )
-from domain.redact import REDACTED
+from cordstream.domain.redact import REDACTED
 
 _KEY = "sk-ant-api03-Ab3dE5gH7jK9mN1pQ3sT5vW7yZ9bC2eF4hJ6"
 _PT = DEFAULT_CATALOGUE.with_locale(

@@ -17,7 +17,7 @@ import discord
 import discord.http
 import pytest
 
-from shell.emulator import (
+from cordstream.shell.emulator import (
     BAD_GATEWAY,
     INTERNAL_SERVER_ERROR,
     MISSING_ACCESS,

@@ -14,8 +14,8 @@ from collections.abc import Callable
 import openai
 import pytest
 
+from cordstream.shell import StreamConfig
 from examples.bot import Conversations, main, openai_provider, roll_dice
-from shell import StreamConfig
 from tests.openai_wire import answer, frame
 from tests.sse import ModelServer, Reply, sse
 from tests.stage import Stage, stage

@@ -1,4 +1,4 @@
-"""E7: a message is never cut inside a grapheme cluster (`domain.graphemes`)."""
+"""E7: a message is never cut inside a grapheme cluster (`cordstream.domain.graphemes`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from domain.graphemes import (
+from cordstream.domain.graphemes import (
     _CONTEXT_LIMIT,
     _CUT_WINDOW,
     _EXT_PICT,

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from domain import (
+from cordstream.domain import (
     ArmTimer,
     ChunkArrived,
     CloseProvider,

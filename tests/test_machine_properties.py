@@ -29,7 +29,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from domain import (
+from cordstream.domain import (
     ConsumeRequest,
     DiscordFailure,
     DoneChunk,

@@ -22,7 +22,7 @@ import discord
 import httpx2
 import pytest
 
-from domain import (
+from cordstream.domain import (
     DoneChunk,
     ErrorChunk,
     FunctionCall,
@@ -33,9 +33,9 @@ from domain import (
     Thought,
     TokenUsage,
 )
-from shell import StreamConfig, StreamContext, StreamResult
-from shell.providers.anthropic import AnthropicProvider
-from shell.providers.base import ToolOutcome
+from cordstream.shell import StreamConfig, StreamContext, StreamResult
+from cordstream.shell.providers.anthropic import AnthropicProvider
+from cordstream.shell.providers.base import ToolOutcome
 from tests.sse import ModelServer, Reply, sse
 from tests.stage import Stage, stage
 

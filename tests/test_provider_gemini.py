@@ -27,7 +27,7 @@ import pytest
 from google import genai
 from google.genai import types
 
-from domain import (
+from cordstream.domain import (
     DoneChunk,
     ErrorChunk,
     FunctionCall,
@@ -40,11 +40,11 @@ from domain import (
     TokenUsage,
     normalize_usage,
 )
-from shell import StreamConfig, StreamContext
-from shell.providers import base
-from shell.providers.base import ToolOutcome
-from shell.providers.gemini import GeminiItem, GeminiProvider
-from shell.turn import run_turn
+from cordstream.shell import StreamConfig, StreamContext
+from cordstream.shell.providers import base
+from cordstream.shell.providers.base import ToolOutcome
+from cordstream.shell.providers.gemini import GeminiItem, GeminiProvider
+from cordstream.shell.turn import run_turn
 from tests.sse import ModelServer, Reply, sse
 from tests.stage import Stage, stage
 

@@ -27,7 +27,7 @@ import pytest
 from aiohttp import web
 from openai.types.chat import ChatCompletionChunk
 
-from domain import (
+from cordstream.domain import (
     DoneChunk,
     ErrorChunk,
     FunctionCall,
@@ -39,10 +39,10 @@ from domain import (
     TokenUsage,
     normalize_usage,
 )
-from shell import StreamConfig, StreamContext, StreamResult
-from shell.providers import base
-from shell.providers.base import ToolOutcome
-from shell.providers.openai import OpenAIChatProvider, _Answer
+from cordstream.shell import StreamConfig, StreamContext, StreamResult
+from cordstream.shell.providers import base
+from cordstream.shell.providers.base import ToolOutcome
+from cordstream.shell.providers.openai import OpenAIChatProvider, _Answer
 from tests.sse import ModelServer, Reply, Seen, sse, sse_done
 from tests.stage import Stage, other_tasks, stage
 

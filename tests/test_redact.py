@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from domain.redact import REDACTED, redact, redact_head
+from cordstream.domain.redact import REDACTED, redact, redact_head
 
 _BODY = "Ab3dE5gH7jK9mN1pQ3sT5vW7yZ9-bC2_eF4hJ6kL8"
 

@@ -1,4 +1,4 @@
-"""SPEC C1–C4, C8: the pure rules of the stop registry (`domain.requests`), by example.
+"""SPEC C1–C4, C8: the pure rules of the stop registry (`cordstream.domain.requests`), by example.
 
 How a stream resolves an entry (C4–C7 inside the machine) is pinned in `test_machine.py`.
 """
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from domain import StopReason, StopRequest, register, stop_reason
-from domain.requests import INTERNAL_REQUESTERS, MAX_REQUEST_AGE, is_expired, is_internal
+from cordstream.domain import StopReason, StopRequest, register, stop_reason
+from cordstream.domain.requests import INTERNAL_REQUESTERS, MAX_REQUEST_AGE, is_expired, is_internal
 
 _INTERNAL_IDS = ("send_message_limit", "flush_limit", "channel_deleted", "missing_access")
 

@@ -1,9 +1,9 @@
 """Example tests for buffering and segmentation, one SPEC rule behaviour each (E1–E3, E6–E10).
 
 Each test walks one scenario step by step: feed this, expect exactly these pieces or messages.
-Segmenter tests call `domain.segments` directly (`Pieces` below keeps its state between feeds);
-stream tests play the shell with `tests.driver.Driver`. Think/details capture (E4, E5) is
-pinned in `tests/test_capture.py`.
+Segmenter tests call `cordstream.domain.segments` directly (`Pieces` below keeps its state
+between feeds); stream tests play the shell with `tests.driver.Driver`. Think/details capture (E4,
+E5) is pinned in `tests/test_capture.py`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from domain import (
+from cordstream.domain import (
     ErrorChunk,
     FunctionCall,
     FunctionCallChunk,
@@ -27,7 +27,7 @@ from domain import (
     TypingPause,
     segments,
 )
-from domain.graphemes import is_boundary
+from cordstream.domain.graphemes import is_boundary
 from tests.answers import fences_balanced, same_text
 from tests.driver import Driver, run
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from domain import segments
-from domain.graphemes import is_boundary
+from cordstream.domain import segments
+from cordstream.domain.graphemes import is_boundary
 from tests.answers import (
     Answer,
     answers,

@@ -12,9 +12,9 @@ from collections.abc import AsyncIterator, Callable
 import discord
 import pytest
 
-import domain
-import shell.orchestrator as orchestrator_module
-from domain import (
+import cordstream.domain as domain_pkg
+import cordstream.shell.orchestrator as orchestrator_module
+from cordstream.domain import (
     ChunkArrived,
     Delivered,
     DoneChunk,
@@ -28,9 +28,9 @@ from domain import (
     TextChunk,
     TimerFired,
 )
-from domain.machine import StreamState
-from shell import StreamConfig, StreamContext, StreamOrchestrator
-from shell.emulator import (
+from cordstream.domain.machine import StreamState
+from cordstream.shell import StreamConfig, StreamContext, StreamOrchestrator
+from cordstream.shell.emulator import (
     INTERNAL_SERVER_ERROR,
     MISSING_ACCESS,
     MISSING_PERMISSIONS,
@@ -518,9 +518,9 @@ async def test_E9_a_stop_interrupts_the_typing_pause() -> None:
 
 # -- B1, B13, F2: the last resort when the core itself faults ------------------------------------
 #
-# `step` is total, so these faults are injected: `shell.orchestrator.step` is replaced by one
-# that raises for chosen events. Rule (shell/orchestrator.py docstring): the first fault is
-# fed to the core as ProviderCrashed, which ends the stream the B13 way, waiting for the
+# `step` is total, so these faults are injected: `cordstream.shell.orchestrator.step` is
+# replaced by one that raises for chosen events. Rule (shell/orchestrator.py docstring): the first
+# fault is fed to the core as ProviderCrashed, which ends the stream the B13 way, waiting for the
 # requests in flight; if the core cannot, the result is made once they are answered, counting
 # what Discord accepted from the shell's own ledger.
 
@@ -528,7 +528,7 @@ CORE_BUG = "core bug"
 
 
 def _break_step(monkeypatch: pytest.MonkeyPatch, breaks: Callable[[Event], bool]) -> None:
-    real = domain.step
+    real = domain_pkg.step
 
     def step(state: StreamState, event: Event) -> tuple[StreamState, tuple[Effect, ...]]:
         if breaks(event):

@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule
 
-from domain import (
+from cordstream.domain import (
     DoneChunk,
     ErrorChunk,
     FunctionCall,
@@ -38,8 +38,8 @@ from domain import (
     TextChunk,
     Thought,
 )
-from shell import StreamConfig, StreamResult
-from shell.emulator import (
+from cordstream.shell import StreamConfig, StreamResult
+from cordstream.shell.emulator import (
     BAD_GATEWAY,
     INTERNAL_SERVER_ERROR,
     MISSING_ACCESS,

@@ -38,10 +38,10 @@ from bench.soak import (
     soak,
     tally,
 )
-from domain import StreamResult, TextChunk
-from shell import StreamConfig, StreamContext, StreamOrchestrator, StreamProvider
-from shell.emulator import DiscordEmulator, Pings, SentMessage
-from shell.stops import StopRegistry
+from cordstream.domain import StreamResult, TextChunk
+from cordstream.shell import StreamConfig, StreamContext, StreamOrchestrator, StreamProvider
+from cordstream.shell.emulator import DiscordEmulator, Pings, SentMessage
+from cordstream.shell.stops import StopRegistry
 from tests.driver import Driver
 from tests.stage import ScriptProvider, stage
 

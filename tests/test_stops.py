@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from shell import StreamOrchestrator
-from shell.stops import DEFAULT_STOPS, StopRegistry
+from cordstream.shell import StreamOrchestrator
+from cordstream.shell.stops import DEFAULT_STOPS, StopRegistry
 
 
 class Clock:

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain import (
+from cordstream.domain import (
     ChunkArrived,
     Delivered,
     DiscordFailure,

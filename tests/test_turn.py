@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from domain import DoneChunk, FunctionCall, FunctionCallChunk, TextChunk, TokenUsage
-from shell import StreamConfig, ToolOutcome, TurnResult, run_turn
-from shell.turn import Tool
+from cordstream.domain import DoneChunk, FunctionCall, FunctionCallChunk, TextChunk, TokenUsage
+from cordstream.shell import StreamConfig, ToolOutcome, TurnResult, run_turn
+from cordstream.shell.turn import Tool
 from tests.stage import Do, Hang, ScriptProvider, Stage, Step, other_tasks, stage
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.looptime]

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from domain.results import StreamResult
-from domain.usage import TokenUsage, estimate_tokens, normalize_usage, sum_turn_usage
+from cordstream.domain.results import StreamResult
+from cordstream.domain.usage import TokenUsage, estimate_tokens, normalize_usage, sum_turn_usage
 
 # --- D1: shapes ------------------------------------------------------------------------------
 

@@ -8,8 +8,8 @@ ImportError that names the extra.
 - `AnthropicProvider`: the Messages API.
 - `GeminiProvider`: Gemini's generate-content streaming (`google-genai`).
 
-`shell.providers.base` holds what they share: `ToolOutcome`, `ToolProvider`, finish-reason
-and error mapping, and the error headlines.
+`cordstream.shell.providers.base` holds what they share: `ToolOutcome`, `ToolProvider`,
+finish-reason and error mapping, and the error headlines.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING
 
-from shell.providers.base import (
+from cordstream.shell.providers.base import (
     FinishReason,
     ToolOutcome,
     ToolProvider,
@@ -26,14 +26,14 @@ from shell.providers.base import (
 )
 
 if TYPE_CHECKING:
-    from shell.providers.anthropic import AnthropicProvider
-    from shell.providers.gemini import GeminiProvider
-    from shell.providers.openai import OpenAIChatProvider
+    from cordstream.shell.providers.anthropic import AnthropicProvider
+    from cordstream.shell.providers.gemini import GeminiProvider
+    from cordstream.shell.providers.openai import OpenAIChatProvider
 
 _LAZY = {
-    "OpenAIChatProvider": ("shell.providers.openai", "openai"),
-    "AnthropicProvider": ("shell.providers.anthropic", "anthropic"),
-    "GeminiProvider": ("shell.providers.gemini", "gemini"),
+    "OpenAIChatProvider": ("cordstream.shell.providers.openai", "openai"),
+    "AnthropicProvider": ("cordstream.shell.providers.anthropic", "anthropic"),
+    "GeminiProvider": ("cordstream.shell.providers.gemini", "gemini"),
 }
 
 __all__ = [
@@ -51,7 +51,7 @@ __all__ = [
 def __getattr__(name: str) -> object:
     """Import an adapter on first use, so a missing SDK only matters to who uses it."""
     if name not in _LAZY:
-        raise AttributeError(f"module 'shell.providers' has no attribute {name!r}")
+        raise AttributeError(f"module 'cordstream.shell.providers' has no attribute {name!r}")
     module_name, extra = _LAZY[name]
     try:
         module = import_module(module_name)

@@ -20,7 +20,7 @@ event, block or delta of a type it does not know as the *first* class of its uni
 field None, so matching on classes would read a future event as a `message_start`. Unknown
 events, blocks and deltas are keep-alives.
 
-Rules (where the shared contract in `shell.providers.base` left a choice):
+Rules (where the shared contract in `cordstream.shell.providers.base` left a choice):
 
 - **Text** (`text_delta`) is passed through as-is. Several text blocks (text, tool call, text;
   or a block per citation) follow each other with no separator added: the model writes its
@@ -95,7 +95,7 @@ from anthropic.types import (
     ToolResultBlockParam,
 )
 
-from domain import (
+from cordstream.domain import (
     DoneChunk,
     ErrorChunk,
     FunctionCall,
@@ -105,10 +105,10 @@ from domain import (
     TextChunk,
     Thought,
 )
-from shell.config import StreamConfig
-from shell.context import StreamContext
-from shell.providers import base
-from shell.providers.base import Failed, ToolOutcome
+from cordstream.shell.config import StreamConfig
+from cordstream.shell.context import StreamContext
+from cordstream.shell.providers import base
+from cordstream.shell.providers.base import Failed, ToolOutcome
 
 AnthropicItem: TypeAlias = ProcessedChunk | Failed
 """What `start_stream` yields: a decided chunk, or a failure to report as an `ErrorChunk`."""

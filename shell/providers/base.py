@@ -22,7 +22,7 @@ async generator that reads the SDK's stream and yields the adapter's raw items; 
 
 An adapter also implements `ToolProvider.after_tools`: the same request with the model's
 answer (as received: text, tool calls, thinking blocks and their signatures) and the tool
-results appended in the provider's own format. `shell.run_turn` uses it between segments.
+results appended in the provider's own format. `cordstream.shell.run_turn` uses it between segments.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, Protocol, Self, TypeAlias, TypeVar
 
-from domain import ErrorChunk, ErrorKind, FunctionCall, ProcessedChunk, ProviderError
-from shell.context import StreamProvider
+from cordstream.domain import ErrorChunk, ErrorKind, FunctionCall, ProcessedChunk, ProviderError
+from cordstream.shell.context import StreamProvider
 
 FinishReason: TypeAlias = Literal["stop", "length", "tool_calls", "content_filter", "other"]
 

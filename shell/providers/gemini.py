@@ -13,7 +13,7 @@ Every response yields something (an empty `TextChunk` when it shows nothing), so
 function call re-arms the inactivity deadline (B2). After the SDK's stream ends, one terminal
 item follows.
 
-Rules (where the shared contract in `shell.providers.base` left a choice):
+Rules (where the shared contract in `cordstream.shell.providers.base` left a choice):
 
 - **Candidates.** Only the first candidate is read (the SDK's own stream helpers do the same);
   ask for `candidate_count` 1.
@@ -103,7 +103,7 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
-from domain import (
+from cordstream.domain import (
     DoneChunk,
     ErrorChunk,
     FunctionCall,
@@ -113,10 +113,10 @@ from domain import (
     TextChunk,
     Thought,
 )
-from shell.config import StreamConfig
-from shell.context import StreamContext
-from shell.providers import base
-from shell.providers.base import Failed, ToolOutcome
+from cordstream.shell.config import StreamConfig
+from cordstream.shell.context import StreamContext
+from cordstream.shell.providers import base
+from cordstream.shell.providers.base import Failed, ToolOutcome
 
 GeminiItem: TypeAlias = ProcessedChunk | Failed
 """What `start_stream` yields: a decided chunk, or a failure to report as an `ErrorChunk`."""

@@ -15,7 +15,7 @@ decided: a `ProcessedChunk`, or a `base.Failed` for an SDK or HTTP failure, whic
 chunk), so a long tool call re-arms the inactivity deadline (B2). After the SDK's stream ends,
 one terminal item follows.
 
-Rules (where the shared contract in `shell.providers.base` left a choice):
+Rules (where the shared contract in `cordstream.shell.providers.base` left a choice):
 
 - **Tolerance.** The SDK builds chunks without validation, so any field may be missing,
   `None` or of the wrong type: every field is read defensively. `choices` may be empty (the
@@ -103,7 +103,7 @@ from openai.types.chat import (
     ChatCompletionToolUnionParam,
 )
 
-from domain import (
+from cordstream.domain import (
     DoneChunk,
     ErrorChunk,
     FunctionCall,
@@ -114,10 +114,10 @@ from domain import (
     Thought,
     normalize_usage,
 )
-from shell.config import StreamConfig
-from shell.context import StreamContext
-from shell.providers import base
-from shell.providers.base import Failed, ToolOutcome
+from cordstream.shell.config import StreamConfig
+from cordstream.shell.context import StreamContext
+from cordstream.shell.providers import base
+from cordstream.shell.providers.base import Failed, ToolOutcome
 
 OpenAIItem: TypeAlias = ProcessedChunk | Failed
 """What `start_stream` yields: a decided chunk, or a failure to report as an `ErrorChunk`."""
