@@ -41,9 +41,10 @@ Rules chosen
   aiohttp connection handlers excluded: that is Discord's side) are leaked tasks;
   `stops.listening()` must be 0.
 - Per stream (`check_stream`, a pure function of the recorded `Outcome`): one `StreamResult`
-  and nothing raised (B1); a known status; `accumulated_text` equals the concatenated
-  contents of the non-embed messages the emulator accepted in the stream's channel during its
-  batch, and `messages_sent` their number (F2); no message over min(2000,
+  and nothing raised (B1); a known status; `messages` equals the contents of the non-embed
+  messages the emulator accepted in the stream's channel during its batch, in order,
+  `accumulated_text` those contents joined by "\\n", and `messages_sent` their number (F2),
+  whatever the status (B9); no message over min(2000,
   max_message_length) (E7); no message pings anyone (F1); no request refused by Discord as
   malformed (400); the first message replies when asked, later ones do not (F1); no embed
   when suppressed (G7); the provider is closed once started (B10), within 50 ms of the first
@@ -931,10 +932,13 @@ def check_stream(outcome: Outcome) -> list[Violation]:
     if not isinstance(result, StreamResult):
         return [*found, ("no_result", repr(result))]
     texts = [m for m in outcome.messages if not m.embeds]
-    transcript = "".join(m.content for m in texts)
+    contents = tuple(m.content for m in texts)
+    transcript = "\n".join(contents)
     if result.status not in STATUSES:
         found.append(("status", repr(result.status)))
-    if result.accumulated_text != transcript:  # F2
+    if result.messages != contents:  # F2: what Discord accepted, in order
+        found.append(("transcript", _messages_diff(result.messages, contents)))
+    elif result.accumulated_text != transcript:  # F2: joined by line breaks
         found.append(("transcript", _diff(result.accumulated_text, transcript)))
     if result.messages_sent != len(texts):
         found.append(("messages_sent", f"{result.messages_sent} != {len(texts)} accepted"))
@@ -971,6 +975,17 @@ def _diff(got: str, want: str) -> str:
     at = min(len(got), len(want)) if at is None else at
     return f"accumulated_text differs from the transcript at {at}: {got[at : at + 40]!r} vs " + (
         f"{want[at : at + 40]!r} ({len(got)} vs {len(want)} chars)"
+    )
+
+
+def _messages_diff(got: tuple[str, ...], want: tuple[str, ...]) -> str:
+    at = next((i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), None)
+    at = min(len(got), len(want)) if at is None else at
+    mine = got[at][:40] if at < len(got) else None
+    theirs = want[at][:40] if at < len(want) else None
+    return (
+        f"messages differ from the transcript at message {at}: {mine!r} vs {theirs!r} "
+        f"({len(got)} vs {len(want)} messages)"
     )
 
 

@@ -31,7 +31,8 @@ armed by `ArmTimer(at)` and reports `TimerFired(armed_for=at)`. A chunk only mov
 machine re-arms it at the current deadline. A `TimerFired` for an older arming is stale: no-op.
 
 Delivery (F2, F3, E9). Discord outcomes come back as `Delivered`/`Rejected`; only accepted
-content enters `accumulated_text`. Pieces that are ready at the same moment share a message at
+content enters the result: `messages` in order, and `accumulated_text`, their join by "\\n",
+built once when the result is. Pieces that are ready at the same moment share a message at
 degrees 0 and 1 (one chunk finished several lines, or Discord was still busy with the previous
 message), which keeps a fast model under Discord's per-channel rate limit. Degrees 2 and 3 send
 one piece per message and pause before each further message as if typing (10 ms per
@@ -712,10 +713,11 @@ class _Run:
             generation_duration_ms=max(0, round((now - self.started_at) * 1000)),
         )
         details = "\n\n".join(_items(record.details)) or None
+        messages = tuple(_items(out.delivered))
         result = StreamResult(
             status=status,
             data=ending.data,
-            accumulated_text=_join(out.delivered),
+            accumulated_text="\n".join(messages),  # F2: what a user copies from the channel
             details_content=details,
             stop_reason=ending.stop_reason,
             thought_log=log,
@@ -723,6 +725,7 @@ class _Run:
             messages_sent=out.sent,
             stop_context=ending.stop_context,
             function_calls=ending.function_calls,
+            messages=messages,
         )
         self.effects.append(Finish(result))
         self.phase = "finished"

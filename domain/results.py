@@ -1,7 +1,8 @@
 """What a stream ends in: exactly one `StreamResult` (SPEC §A, B1, B9).
 
-Every result carries what was delivered so far, whatever its status: the text Discord
-accepted, the number of messages, usage, the thought log and the `<details>` content.
+Every result carries what was delivered so far, whatever its status: the messages Discord
+accepted and their text, the number of messages, usage, the thought log and the `<details>`
+content.
 """
 
 from __future__ import annotations
@@ -54,6 +55,13 @@ class StreamResult:
     `data` by status: `completed`/`empty_response` → the terminal `DoneChunk` metadata (or
     None); `function_call` → the first `FunctionCall` (all of them in `function_calls`);
     `error` → the `ProviderError` or the exception; otherwise None.
+
+    What reached the channel (F2, B9), for every status: `messages` is the contents Discord
+    accepted, in order (`messages_sent` of them); `accumulated_text` is those contents joined
+    by "\\n" — what a user copies from the channel, and what a bot stores as the assistant's
+    turn. (A plain concatenation, as in the reference, would glue the last line of one message
+    to the first line of the next.) The stream builds both; a hand-made result keeps the
+    defaults it is given.
     """
 
     status: StreamStatus
@@ -66,3 +74,4 @@ class StreamResult:
     messages_sent: int = 0
     stop_context: object = field(default=None, hash=False)
     function_calls: tuple[FunctionCall, ...] = ()
+    messages: tuple[str, ...] = ()

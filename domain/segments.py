@@ -34,15 +34,27 @@ to change it; the messages still have balanced fences.)
 Every cut counts regional indicators from where the piece being cut starts (a known boundary,
 `graphemes.cut_before`'s `anchor`), so a run of flags at any offset is cut between flags (E7).
 
-A finished piece waits for the first character after it; if the next line starts with
-punctuation it waits for that line: a line made only of punctuation (`...`, `:)`, `!`) is
-merged into it rather than sent alone (E6), whatever the chunking. Nothing is
-dropped: one-character lines are pieces like any other; only whitespace-only text never
-becomes a message (the outbox skips it).
+A finished piece waits (the *lookahead*) for the first character after it; if the next line
+starts with punctuation it waits for that line: a line made only of punctuation (`...`, `:)`,
+`!`) is joined to it rather than sent alone (E6), whatever the chunking, when both fit a
+message (a longer one is routed and cut like any line, E7). A line that ends a table is routed
+only after the table has become such a finished piece, exactly like a line after prose or a
+code block.
+
+Nothing is dropped, whitespace included (E6: the text reaches Discord as the model wrote it).
+Pieces are contiguous slices of the visible text (prose, tables) or code blocks whose closing
+fence lost only its newline (restored when text follows, `_separator`). Blank lines wait with
+the piece before them, or on their own as the lookahead when there is none or it is full, so
+pieces that share a message show every blank line; a run of whitespace longer than a message
+is cut to that length, since the pieces around it cannot share a message anyway. Whitespace
+never becomes a message: the outbox trims each message's leading and trailing whitespace (as
+Discord does) and skips one that is only whitespace. One-character lines are pieces like any
+other.
 
 `flush` (E8) empties everything: the tail and held text, an open fence (closed), and closes
 open inline markers (`**`, `*`, `~~`, `` ` ``, `(`, `"`) on the last prose piece when that makes
-it render as intended.
+it render as intended. A last line that is an opening fence line is one, newline or not: with
+nothing after it, it is markup alone and is not sent (E3).
 
 Cost (E10): each character is looked at a constant number of times — the tail is searched for
 newlines only in new text, held prose keeps running counts, cuts walk with an index instead of
@@ -213,8 +225,10 @@ def feed(seg: Segmenter, tail: str, text: str) -> tuple[Segmenter, str, list[Pie
 def flush(seg: Segmenter, tail: str, *, close_markers: bool) -> list[Piece]:
     """Everything still buffered as pieces (E8); the caller starts over with a new segmenter."""
     work = _Work(seg)
-    if tail.endswith("\n"):
-        work.line(tail)  # the last line is complete: route it like any other
+    if tail.endswith("\n") or (work.code is None and fence_of(tail) is not None):
+        # The last line is complete, or ends the answer as an opening fence line (E3: a fence
+        # line is one whether or not its newline came): route it like any other.
+        work.line(tail)
         tail = ""
     if work.code is not None:
         if tail.strip() and closes_fence(tail, work.code.fence):
@@ -224,14 +238,15 @@ def flush(seg: Segmenter, tail: str, *, close_markers: bool) -> list[Piece]:
             work.end_code(natural=False)
         tail = ""
     elif tail:
-        if work.lookahead is not None and not work.held and _punctuation_only(tail):
-            work.merge_lookahead(tail)
-        else:
+        joined = not work.held and _punctuation_only(tail) and work.join_lookahead(tail)
+        if not joined:
             work.release_lookahead()
             work.held += tail
             work.table = False
     work.release_lookahead()
     pieces = work.out + _cut(work.held, seg.max_len)
+    while pieces and not pieces[-1].text.strip():
+        pieces.pop()  # whitespace at the very end ends a message: Discord would trim it
     if close_markers and pieces and not pieces[-1].code:
         last = pieces[-1]
         suffix = closers(last.body)
@@ -269,10 +284,18 @@ class _Work:
             else:
                 self.code_line(line)
             return
+        row = _TABLE_ROW.match(line) is not None
+        if self.table and not row:
+            # The table ends before this line, which is then routed like any line after a
+            # finished piece: a blank or punctuation-only line joins the table's piece (E6).
+            self.release_held()
         if self.lookahead is not None:
-            if not self.held and (_punctuation_only(line) or not line.strip()):
-                self.merge_lookahead(line)  # a blank line keeps it waiting for the next one
-                return
+            if not self.held:
+                if not line.strip():
+                    self.blank(line)  # a blank line keeps it waiting for the next one
+                    return
+                if _punctuation_only(line) and self.join_lookahead(line):
+                    return
             self.release_lookahead()
         fence = fence_of(line)
         if fence is not None:
@@ -280,7 +303,6 @@ class _Work:
             self.code = Code(fence, fence + language_of(line), "", continued=False)
             self.code_line(line)
             return
-        row = _TABLE_ROW.match(line) is not None
         if self.held and row != self.table:
             self.release_held()
         self.table = row
@@ -338,7 +360,8 @@ class _Work:
 
     def finish(self, piece: Piece) -> None:
         if not piece.text.strip():
-            return  # whitespace alone is never a message, nor a piece to merge into (E6)
+            self.blank(piece.body)
+            return
         self.release_lookahead()
         if piece.suffix:  # a split code piece: nothing may be appended after its fence
             self.out.append(piece)
@@ -350,15 +373,41 @@ class _Work:
             self.out.append(self.lookahead)
             self.lookahead = None
 
-    def merge_lookahead(self, text: str) -> None:
+    def blank(self, text: str) -> None:
+        """Whitespace between pieces (blank lines) is kept, so pieces that share a message show
+        it as written (E6). It waits with the finished piece before it or, when there is none
+        or it does not fit there, as the lookahead on its own; either way it waits for what
+        follows. It is never a message alone (the outbox trims whitespace where a message
+        starts or ends, as Discord does) and never a piece punctuation joins.
+
+        A run of whitespace is kept up to a message's length: pieces on either side of a
+        longer run cannot share a message, so all of it falls at message edges anyway.
+        """
+        max_len = self.seg.max_len
         ahead = self.lookahead
-        assert ahead is not None
-        separator = "" if ahead.body.endswith("\n") else "\n"  # never glued onto a fence
-        if ahead.size + len(separator) + len(text) <= self.seg.max_len:
-            self.lookahead = Piece(ahead.body + separator + text, ahead.prefix, code=ahead.code)
-        else:
+        if ahead is not None:
+            if not ahead.text.strip():  # whitespace already waiting: the run grows
+                if ahead.size < max_len:
+                    self.lookahead = Piece((ahead.body + text)[:max_len])
+                return
+            separator = _separator(ahead)
+            if ahead.size + len(separator) + len(text) <= max_len:
+                self.lookahead = Piece(ahead.body + separator + text, ahead.prefix, code=ahead.code)
+                return
             self.release_lookahead()
-            self.lookahead = Piece(text)
+        self.lookahead = Piece(text[:max_len])
+
+    def join_lookahead(self, text: str) -> bool:
+        """E6: punctuation-only `text` joins the finished piece waiting before it, when there
+        is one (whitespace waiting is none) and both fit a message. False when it did not."""
+        ahead = self.lookahead
+        if ahead is None or not ahead.text.strip():
+            return False
+        separator = _separator(ahead)
+        if ahead.size + len(separator) + len(text) > self.seg.max_len:
+            return False  # routed as a line of its own, cut to size like any other (E7)
+        self.lookahead = Piece(ahead.body + separator + text, ahead.prefix, code=ahead.code)
+        return True
 
     # -- the tail ------------------------------------------------------------------------
 
@@ -454,6 +503,16 @@ class _Work:
 
 
 # -- helpers ---------------------------------------------------------------------------------
+
+
+def _separator(piece: Piece) -> str:
+    """What goes between `piece` and the text that follows it in the model's answer.
+
+    Prose and table pieces are contiguous slices of the answer: nothing. A finished code block
+    ends with its closing fence, the newline after it taken off (so the outbox can pack the
+    block): that newline, so the next text is never glued onto the fence.
+    """
+    return "\n" if piece.code and not piece.body.endswith("\n") else ""
 
 
 def _punctuation_only(text: str) -> bool:

@@ -15,6 +15,8 @@ What it does:
 - A new message from the same user while their answer streams interrupts it
   (`request_follow_up`), and the turn restarts with the new message; the part of the answer
   already shown stays in the conversation.
+- Remembers each answer as the user saw it: `TurnResult.text`, the messages of every segment
+  joined by line breaks (SPEC F2), an interrupted answer's shown part included.
 - Keeps the last `HISTORY` messages per channel as the model's memory.
 - Answers one user per channel at a time: another user's mention while an answer streams is
   not answered (a bot that wants a queue adds one in `Conversations.on_message`).
@@ -152,7 +154,9 @@ class Conversations:
                 prompt_text=content,
             )
             self.results.append(turn)
-            if turn.text:  # what the user saw is what the model said, interrupted or not
+            # What the user saw is what the model said, interrupted or not: the messages of
+            # every segment, joined by line breaks (F2), so lines are not glued together.
+            if turn.text:
                 memory.append({"role": "assistant", "content": turn.text})
             del memory[:-HISTORY]
             if running.latest is message:

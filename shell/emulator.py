@@ -433,8 +433,10 @@ class DiscordEmulator:
         return list(self._channel(self.channel_id if channel_id is None else channel_id).transcript)
 
     def text(self, channel_id: int | None = None) -> str:
-        """The concatenated contents of the channel's transcript."""
-        return "".join(message.content for message in self.messages(channel_id))
+        """The channel's text as a user copies it: the transcript's contents joined by "\\n",
+        messages without content (a bare embed) skipped — what cordstream reports as
+        `accumulated_text` (SPEC F2)."""
+        return "\n".join(m.content for m in self.messages(channel_id) if m.content)
 
     # ---- faults ------------------------------------------------------------------------------
 

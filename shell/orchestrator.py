@@ -32,11 +32,12 @@ are still waited for and what Discord accepted is counted (F2), and the generic 
 sent. If the core faults again, or cannot end the stream that way, it is fed nothing more: the
 provider is no longer read (and is closed), and once the requests in flight are answered the
 result is made from the state as it stands (`cordstream.domain.machine.abandon`): `error`
-with the first fault as data, no embed, and as `accumulated_text`/`messages_sent` the messages
-Discord accepted, from this module's own ledger of accepted sends (the core may have missed the
-`Delivered` it faulted on). The same happens when, after a fault, nothing is in flight any
-more and the core has not finished. Every wait is bounded by the requests in flight
-(discord.py's own timeouts and retries), which the call awaits before returning anyway (B11).
+with the first fault as data, no embed, and as `messages`/`accumulated_text`/`messages_sent`
+the messages Discord accepted, from this module's own ledger of accepted sends (the core may
+have missed the `Delivered` it faulted on). The same happens when, after a fault, nothing is
+in flight any more and the core has not finished. Every wait is bounded by the requests in
+flight (discord.py's own timeouts and retries), which the call awaits before returning anyway
+(B11).
 """
 
 from __future__ import annotations
@@ -359,8 +360,13 @@ class _Stream:
             result = abandon(self.state, error, self.loop.time())
         except Exception:  # pragma: no cover - the state itself is beyond use
             result = StreamResult(status="error", data=error)
-        accepted = self.accepted  # F2: what Discord accepted, whatever the core saw of it
-        result = replace(result, accumulated_text="".join(accepted), messages_sent=len(accepted))
+        accepted = tuple(self.accepted)  # F2: what Discord accepted, whatever the core saw
+        result = replace(
+            result,
+            accumulated_text="\n".join(accepted),
+            messages_sent=len(accepted),
+            messages=accepted,
+        )
         self.conclude(result)
 
     def conclude(self, result: StreamResult) -> None:

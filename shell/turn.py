@@ -26,7 +26,9 @@ Rules (the seed's tool loop, with the choices made where the issue was silent):
   orchestrator resolves it before the provider is asked (B4), so no request is sent.
 - **Usage**: `sum_turn_usage` over every segment. When no segment reported usage, the
   estimate `estimate_tokens` of the prompt text the caller passes (`prompt_text`) and of
-  the text delivered, with `usage_estimated=True`.
+  the text delivered (`TurnResult.text`), with `usage_estimated=True`.
+- **Text** (F2): `TurnResult.text` joins the segments' `accumulated_text` by "\\n", skipping
+  empty ones (a tool round that said nothing adds no blank line).
 
 `run_turn` never raises for what the provider, Discord or a tool does; only the caller's own
 cancellation propagates (a cancelled turn cancels the tools it is running).
@@ -105,12 +107,19 @@ class TurnResult:
 
     @property
     def text(self) -> str:
-        """Everything the turn delivered to Discord, segment after segment."""
-        return "".join(segment.accumulated_text for segment in self.segments)
+        """Everything the turn delivered to Discord: the segments' `accumulated_text`, empty
+        ones skipped, joined by "\\n" as a segment's messages are (F2). What a bot stores as the
+        assistant's turn, an interrupted one included (what the user saw)."""
+        return _joined(self.segments)
 
     @property
     def messages_sent(self) -> int:
         return sum(segment.messages_sent for segment in self.segments)
+
+
+def _joined(segments: Sequence[StreamResult]) -> str:
+    """F2: the segments' texts joined by "\\n", empty ones skipped."""
+    return "\n".join(segment.accumulated_text for segment in segments if segment.accumulated_text)
 
 
 def _render(value: object) -> str:
@@ -208,7 +217,6 @@ def _turn(
 ) -> TurnResult:
     usage = sum_turn_usage(segments)
     estimated = usage is None
-    if usage is None:
-        delivered = "".join(segment.accumulated_text for segment in segments)
-        usage = TokenUsage(estimate_tokens(prompt_text), estimate_tokens(delivered))
+    if usage is None:  # estimated from the text the turn delivered, as `TurnResult.text`
+        usage = TokenUsage(estimate_tokens(prompt_text), estimate_tokens(_joined(segments)))
     return TurnResult(status, tuple(segments), usage, estimated, tuple(runs), error)

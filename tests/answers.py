@@ -5,11 +5,17 @@ code fences, think and details blocks, punctuation-only lines, very long lines) 
 the *visible* text (think/details removed) and the details bodies, computed independently of
 the code under test. `oracle_key` is how delivered text is compared with visible text:
 "modulo whitespace at split points and added fences" (SPEC E, hypothesis invariants).
+
+Whitespace. `shown` is the one normalization the whitespace-exact oracles allow: Discord trims
+the leading and trailing whitespace of a whole message, nothing else. `as_written` checks that
+messages show the visible text exactly as the model wrote it, blank lines and indentation
+included, apart from that trimming at message edges (E6: content reaches Discord as written).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hypothesis import strategies as st
@@ -52,10 +58,20 @@ def _word() -> st.SearchStrategy[str]:
 
 _line = st.lists(_word(), min_size=1, max_size=12).map(" ".join)
 _prose = st.lists(_line, min_size=1, max_size=4).map(lambda lines: "\n".join(lines) + "\n")
-_blank = st.just("\n")
+# Blank lines, alone or in runs, some with spaces or tabs on them: they must show as written.
+_blank = st.sampled_from(("\n", "\n", "\n\n", "\n\n\n", "  \n", "\t\n\n"))
 _punctuation_line = st.sampled_from((":)\n", "...\n", "!\n", "—\n", "?!\n"))
+# A sentence, then punctuation alone to the end of the line: at degree 3 the sentence may
+# leave before the punctuation arrives, which then joins it (E6) exactly as written.
+_sentence_then_punctuation = st.tuples(
+    _line, st.sampled_from((" ! ...", "? :)", "。!", "! —"))
+).map(lambda parts: f"{parts[0]}{parts[1]}\n")
 _table = st.lists(_line, min_size=1, max_size=4).map(
     lambda rows: "| a | b |\n|---|---|\n" + "".join(f"| {r} |\n" for r in rows)
+)
+# A table inside a list item: indented rows, still rows (E2).
+_list_table = st.lists(_line, min_size=1, max_size=3).map(
+    lambda rows: "- item\n  | a | b |\n  |---|---|\n" + "".join(f"  | {r} |\n" for r in rows)
 )
 _code_line = st.one_of(
     st.text(alphabet="abcdefxyz =+-*/(){}[]:;'\"<>#", min_size=0, max_size=60),
@@ -67,10 +83,11 @@ _long_line = st.sampled_from(("a", "word ", "漢", "👍🏽", "(x ", "e\u0301")
 
 
 @st.composite
-def _code(draw: st.DrawFn) -> str:
+def _code(draw: st.DrawFn, *, small: bool = False) -> str:
+    """A closed code block; `small`: at most 4 short lines, so it fits a 300-character message."""
     language = draw(st.sampled_from(("", "python", "js", "c++")))
-    lines = draw(st.lists(_code_line, min_size=0, max_size=30))
-    long_line = draw(st.booleans()) and draw(st.integers(100, 3000))
+    lines = draw(st.lists(_code_line, min_size=0, max_size=4 if small else 30))
+    long_line = not small and draw(st.booleans()) and draw(st.integers(100, 3000))
     body = "".join(line + "\n" for line in lines)
     if long_line:
         body += "x" * long_line + "\n"
@@ -78,9 +95,18 @@ def _code(draw: st.DrawFn) -> str:
 
 
 @st.composite
-def answers(draw: st.DrawFn, *, blocks: bool = True, long_lines: bool = True) -> Answer:
-    """An answer made of parts; think/details blocks when `blocks`."""
-    kinds = [_prose, _prose, _blank, _punctuation_line, _table, _code()]
+def answers(
+    draw: st.DrawFn, *, blocks: bool = True, long_lines: bool = True, split_code: bool = True
+) -> Answer:
+    """An answer made of parts; think/details blocks when `blocks`.
+
+    `split_code=False` keeps every code block closed and short enough for a message of 300
+    characters: no message then carries markup cordstream added (reopened or closing fences,
+    E3), only the inline closers a final flush may add (E8), so `as_written` applies.
+    """
+    kinds = [_prose, _prose, _blank, _blank, _punctuation_line, _sentence_then_punctuation]
+    kinds += [_table, _list_table]
+    kinds.append(_code(small=not split_code))
     if long_lines:
         kinds.append(_long_line)
     markup: list[str] = []
@@ -101,7 +127,7 @@ def answers(draw: st.DrawFn, *, blocks: bool = True, long_lines: bool = True) ->
         part = draw(st.one_of(*kinds))
         markup.append(part)
         visible.append(part)
-    if draw(st.integers(0, 4)) == 0:  # a code block the model never closed (E8)
+    if split_code and draw(st.integers(0, 4)) == 0:  # a code block the model never closed (E8)
         unclosed = draw(_code())[: -len("```\n")]
         markup.append(unclosed)
         visible.append(unclosed)
@@ -148,3 +174,42 @@ def same_text(delivered: str, visible: str) -> bool:
 def without_closers(text: str) -> str:
     """The oracle key with auto-closed markers (E8) removed from its end."""
     return oracle_key(text).rstrip("".join(AUTO_CLOSERS))
+
+
+def shown(content: str) -> str:
+    """What Discord displays of a message's content: leading and trailing whitespace of the
+    whole message trimmed (Discord does it), everything inside — blank lines, indentation —
+    exactly as sent. The only normalization `as_written` allows."""
+    return content.strip()
+
+
+_LEADING_WHITESPACE = re.compile(r"\s*")
+
+
+def as_written(
+    messages: Sequence[str], text: str, *, closers: bool = False
+) -> list[tuple[int, int]]:
+    """Where each message sits in `text`; asserts that the messages, as Discord shows them
+    (`shown`), are `text` in order with only whitespace left out between them and at both
+    ends: no character lost, added, duplicated or moved, and no blank line lost between two
+    pieces that share a message. With `closers`, the last message may end with the inline
+    markers a final flush closes (E8). Linear in the text."""
+    spans: list[tuple[int, int]] = []
+    position = 0
+    for index, content in enumerate(messages):
+        message = shown(content)
+        match = _LEADING_WHITESPACE.match(text, position)
+        assert match is not None
+        start = match.end()
+        if closers and index == len(messages) - 1:
+            # The longest prefix the text holds, once only added closers are taken off.
+            while message and message[-1] in AUTO_CLOSERS and not text.startswith(message, start):
+                message = message[:-1]
+        assert text.startswith(message, start), (
+            f"message {index} is not the text at {start}: {message[:60]!r} vs "
+            f"{text[start : start + 60]!r}"
+        )
+        position = start + len(message)
+        spans.append((start, position))
+    assert not text[position:].strip(), f"lost at the end: {text[position : position + 60]!r}"
+    return spans

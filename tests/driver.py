@@ -3,6 +3,10 @@
 `Driver` feeds events to `step`, keeps the clock, and answers effects the way Discord and the
 shell would: a send is accepted (or refused, when the test says so), a typing pause ends when
 the test advances time. It records everything a test wants to assert on.
+
+It checks F2 on every result it sees, so every test that uses it does: `result.messages` is
+what it accepted (`messages`), in order, `messages_sent` their number and `accumulated_text`
+their join by "\\n".
 """
 
 from __future__ import annotations
@@ -199,8 +203,11 @@ class Driver:
                 self.consumed.append(request)
             case CloseProvider():
                 self.closed = True
-            case Finish():
-                pass
+            case Finish(result=result):
+                accepted = tuple(self.messages)  # F2, whatever the status (B9)
+                assert result.messages == accepted, (result.messages, accepted)
+                assert result.messages_sent == len(accepted)
+                assert result.accumulated_text == "\n".join(accepted)
 
 
 def run(

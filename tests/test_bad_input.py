@@ -23,13 +23,13 @@ Rules these tests pin (chosen here where the SPEC is silent, and named in each t
   trims too). "Preserved" below means exactly that: the messages, in order, are the input
   with only whitespace removed at cut points (`_spans`).
 - 10 MB of text, in one chunk or a few: every character arrives, in messages of at most
-  `max_message_length`, and `accumulated_text` is the channel's transcript (F2), in linear
-  time (E10) and no virtual time.
+  `max_message_length`, and the result's `messages` are the channel's transcript and
+  `accumulated_text` their join by "\\n" (F2), in linear time (E10) and no virtual time.
 - Surrogates (a `str` can hold them; Discord's JSON cannot carry a lone one): what is sent is
   what Discord shows (`cordstream.domain.graphemes.sendable`): a surrogate pair becomes the
   character it encodes, a lone surrogate U+FFFD, in messages and in embed texts alike. The stream
-  completes, `accumulated_text` is the channel's text (F2), no request is retried; the
-  emulator answers a lone surrogate 400 before recording anything.
+  completes, `messages` and `accumulated_text` are the channel's text (F2), no request is
+  retried; the emulator answers a lone surrogate 400 before recording anything.
 - A message never ends inside a grapheme cluster (E7), whatever the chunking and wherever the
   message limit falls, and a run of flags of any length at any offset is cut between flags.
   The oracle knows the cluster positions by construction; it does not ask
@@ -90,7 +90,7 @@ from cordstream.domain import (
 from cordstream.domain.embeds import EmbedSpec, exception_embed, provider_error_embed
 from cordstream.shell import StreamConfig
 from cordstream.shell.emulator import SentMessage
-from tests.answers import same_text
+from tests.answers import as_written, same_text
 from tests.bad_inputs import (
     BIDI_TEXTS,
     CLUSTERS,
@@ -115,7 +115,6 @@ virtual_time = pytest.mark.looptime
 SMALL: Final = StreamConfig(max_message_length=200, flush_limit=0)
 GENERIC_EXCEPTION: Final = DEFAULT_CATALOGUE.text("en", "exception.description")
 EXCEPTION_TITLE: Final = DEFAULT_CATALOGUE.text("en", "exception.title")
-_WHITESPACE: Final = re.compile(r"\s*")
 # domain.markdown's fence rule, restated independently: 3–16 backticks open (no more follow).
 _OPENER: Final = re.compile(r"[ \t]*(`{3,16})(?!`)[^`]*")
 
@@ -126,21 +125,9 @@ _OPENER: Final = re.compile(r"[ \t]*(`{3,16})(?!`)[^`]*")
 def _spans(messages: Sequence[str], text: str) -> list[tuple[int, int]]:
     """Where each message sits in `text`: the messages are `text` in order, with only
     whitespace left out between them (and at both ends). Fails on anything else: a lost, added,
-    duplicated or reordered character. Linear in the text (10 MB inputs)."""
-    spans: list[tuple[int, int]] = []
-    position = 0
-    for index, message in enumerate(messages):
-        match = _WHITESPACE.match(text, position)
-        assert match is not None
-        start = match.end()
-        assert text.startswith(message, start), (
-            f"message {index} is not the text at {start}: {message[:40]!r} vs "
-            f"{text[start : start + 40]!r}"
-        )
-        position = start + len(message)
-        spans.append((start, position))
-    assert not text[position:].strip(), f"lost at the end: {text[position : position + 40]!r}"
-    return spans
+    duplicated or reordered character. Linear in the text (10 MB inputs). The shared oracle
+    `tests.answers.as_written`, which says what Discord normalizes (`shown`)."""
+    return as_written(messages, text)
 
 
 def _open_fence(message: str) -> str | None:
@@ -169,7 +156,8 @@ def _chunks(text: str, size: int) -> list[str]:
 
 def _core(chunks: Sequence[str], config: StreamConfig = SMALL) -> tuple[Driver, StreamResult]:
     driver, result = run(list(chunks), config=config)
-    assert result.accumulated_text == "".join(driver.messages)  # F2
+    assert result.messages == tuple(driver.messages)  # F2: what Discord accepted, in order
+    assert result.accumulated_text == "\n".join(driver.messages)
     assert result.messages_sent == len(driver.messages)
     assert all(len(m) <= config.max_message_length for m in driver.messages)  # E7
     return driver, result
@@ -178,7 +166,8 @@ def _core(chunks: Sequence[str], config: StreamConfig = SMALL) -> tuple[Driver, 
 def _transcript_is_the_result(s: Stage, result: StreamResult) -> list[str]:
     """F2 through the real shell: what the result says is what the channel holds, once."""
     contents = s.contents
-    assert result.accumulated_text == "".join(contents)
+    assert result.messages == tuple(contents)
+    assert result.accumulated_text == "\n".join(contents)
     assert result.accumulated_text == s.api.text()
     assert result.messages_sent == len(contents)
     return contents

@@ -127,7 +127,7 @@ def test_E4_a_stray_closing_tag_captures_the_unsent_text_before_it() -> None:
     assert driver.messages == ["Visible line", "Answer"]
     assert result.thought_log is not None
     assert result.thought_log.raw == "more unsent"
-    assert result.accumulated_text == "Visible lineAnswer"  # sent text cannot be taken back
+    assert result.accumulated_text == "Visible line\nAnswer"  # sent text cannot be taken back
 
 
 def test_E4_a_stray_closing_tag_before_anything_was_sent_captures_everything() -> None:

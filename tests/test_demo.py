@@ -24,7 +24,8 @@ async def test_demo_delivers_the_whole_answer_as_a_reply() -> None:
     result, messages, provider = await run_demo(Options(), quiet)
     assert result.status == "completed"
     contents = [m.content for m in messages]
-    assert result.accumulated_text == "".join(contents)
+    assert result.messages == tuple(contents)
+    assert result.accumulated_text == "\n".join(contents)
     assert same_text("\n".join(contents), ANSWER.split("</think>", 1)[1])
     assert result.usage == TokenUsage(412, 1337)
     assert all(len(c) <= 1950 and fences_balanced(c) for c in contents)

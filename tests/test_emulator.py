@@ -169,7 +169,9 @@ async def test_transcripts_are_per_channel() -> None:
         await first.send("one")
         await second.send("two")
         await first.send("three")
-        assert emulator.text() == "onethree"
+        await first.send(embed=discord.Embed(title="no content"))
+        # As a user copies it (F2): messages joined by line breaks; a bare embed adds nothing.
+        assert emulator.text() == "one\nthree"
         assert emulator.text(other_id) == "two"
 
 

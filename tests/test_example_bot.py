@@ -16,7 +16,7 @@ import pytest
 
 from cordstream.shell import StreamConfig
 from examples.bot import Conversations, main, openai_provider, roll_dice
-from tests.openai_wire import answer, frame
+from tests.openai_wire import answer, frame, tool_request
 from tests.sse import ModelServer, Reply, sse
 from tests.stage import Stage, stage
 
@@ -25,10 +25,17 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.looptime]
 USER, OTHER = 1001, 1002
 
 
-def hanging(text: str) -> Reply:
-    """An answer that writes `text` and then stops sending (the model is still 'thinking')."""
-    frames = [sse(frame({"role": "assistant", "content": ""})), sse(frame({"content": text}))]
+def hanging(*texts: str) -> Reply:
+    """An answer that writes `texts` and then stops sending (the model is still 'thinking')."""
+    frames = [sse(frame({"role": "assistant", "content": ""}))]
+    frames += [sse(frame({"content": text})) for text in texts]
     return Reply(frames=frames, hang_after=len(frames))
+
+
+def text_then_tool(text: str, name: str, arguments: dict[str, object]) -> Reply:
+    """An answer that writes `text`, then asks for a tool."""
+    frames = [sse(frame({"role": "assistant", "content": ""})), sse(frame({"content": text}))]
+    return Reply(frames=[*frames, *tool_request(name, arguments).frames])
 
 
 async def until(condition: Callable[[], bool]) -> None:
@@ -93,6 +100,49 @@ async def test_a_new_message_from_the_same_user_restarts_the_turn_with_it() -> N
         assert replied[0] is not None
         assert replied[1] is not None
         assert replied[0]["message_id"] != replied[1]["message_id"]  # answers the new one
+
+
+async def test_F2_what_was_shown_before_a_follow_up_is_remembered_with_its_line_breaks() -> None:
+    replies = [hanging("First line.\n", "Second line.\n", "Still"), answer("Short.")]
+    async with ModelServer(replies) as server, stage() as s:
+        conversations = bot(s, server)
+        first = asyncio.create_task(say(s, conversations, "explain streams"))
+        await until(lambda: s.contents == ["First line.", "Second line."])  # two messages
+        await say(s, conversations, "actually, keep it short")
+        await first
+        assert [turn.status for turn in conversations.results] == [
+            "follow_up_interrupt",
+            "completed",
+        ]
+        second_request = server.seen[1].body
+        assert isinstance(second_request, dict)
+        assert second_request["messages"][1:] == [
+            {"role": "user", "content": "explain streams"},
+            {"role": "assistant", "content": "First line.\nSecond line."},  # not glued together
+            {"role": "user", "content": "actually, keep it short"},
+        ]
+
+
+async def test_F2_a_turn_with_a_tool_round_is_remembered_with_its_line_breaks() -> None:
+    replies = [
+        text_then_tool("Let me roll.\n", "roll_dice", {"sides": 6}),
+        answer("You rolled it.\nEnjoy!"),
+        answer("Bye."),
+    ]
+    async with ModelServer(replies) as server, stage() as s:
+        conversations = bot(s, server)
+        await say(s, conversations, "roll a die")
+        (turn,) = conversations.results
+        assert [segment.status for segment in turn.segments] == ["function_call", "completed"]
+        assert "\n".join(s.contents) == "Let me roll.\nYou rolled it.\nEnjoy!"
+        await say(s, conversations, "thanks")  # the next turn's history
+        third_request = server.seen[2].body
+        assert isinstance(third_request, dict)
+        assert third_request["messages"][1:] == [
+            {"role": "user", "content": "roll a die"},
+            {"role": "assistant", "content": "Let me roll.\nYou rolled it.\nEnjoy!"},
+            {"role": "user", "content": "thanks"},
+        ]
 
 
 async def test_stop_ends_the_streaming_answer_and_is_refused_when_idle() -> None:

@@ -557,14 +557,39 @@ def test_B9_every_status_carries_what_was_delivered(name: str) -> None:
     driver, result = _run_exit(name)
 
     assert result.status == EXITS[name].status
-    assert result.accumulated_text.startswith("Hello")
-    assert result.accumulated_text == "".join(driver.messages)
+    assert result.messages[0] == "Hello"
+    assert result.messages == tuple(driver.messages)
+    assert result.accumulated_text == "\n".join(driver.messages)
     assert result.messages_sent == len(driver.messages)
     assert result.usage == TOKENS
     assert result.thought_log is not None
     assert result.thought_log.summary == "plan"
     assert result.thought_log.serving_provider == "prov"
     assert result.details_content == "kept"
+
+
+@pytest.mark.parametrize("name", list(EXITS))
+def test_B9_F2_every_status_carries_its_messages_joined_by_line_breaks(name: str) -> None:
+    """Two messages accepted before the stream ends, whatever way it ends (stop, error,
+    timeout, follow-up, limits, Discord failures): the result has both, in order, and its
+    text keeps the line break between them."""
+    exit_ = EXITS[name]
+    driver = Driver(exit_.config)
+    driver.start()
+    driver.text("Hello\nthe")
+    driver.text("re\nWor")  # "there" leaves as a message of its own; "Wor" is pending
+    exit_.act(driver)
+    result = driver.settle()
+
+    assert result.status == exit_.status
+    assert result.messages == tuple(driver.messages)
+    assert result.messages_sent == len(result.messages)
+    assert result.accumulated_text == "\n".join(result.messages)
+    if 1 in (exit_.config.send_message_limit, exit_.config.flush_limit):
+        assert result.messages == ("Hello",)  # F3: the limit stopped the second one
+    else:
+        assert result.messages[:2] == ("Hello", "there")
+        assert result.accumulated_text.startswith("Hello\nthere")
 
 
 @pytest.mark.parametrize("name", list(EXITS))
@@ -869,7 +894,7 @@ def test_F1_first_message_replies_later_ones_do_not() -> None:
     ]
 
 
-def test_F2_accumulated_text_is_the_concatenation_of_accepted_messages() -> None:
+def test_F2_accumulated_text_joins_the_accepted_messages_with_line_breaks() -> None:
     driver = Driver()
     driver.start()
     driver.text("one\n", "two\n", "three")
@@ -877,8 +902,22 @@ def test_F2_accumulated_text_is_the_concatenation_of_accepted_messages() -> None
     result = driver.end()
 
     assert driver.messages == ["one", "two", "three"]
-    assert result.accumulated_text == "onetwothree"
+    assert result.messages == ("one", "two", "three")
+    assert result.accumulated_text == "one\ntwo\nthree"  # not "onetwothree" (F2, revised)
     assert result.messages_sent == 3
+
+
+def test_F2_a_message_of_two_lines_and_a_message_of_one_give_three_lines() -> None:
+    driver = Driver()
+    driver.start()
+    driver.text("one\ntwo\nthr")  # two lines ready at once share a message
+    driver.text("ee")
+
+    result = driver.end()
+
+    assert result.messages == ("one\ntwo", "three")
+    assert result.accumulated_text == "one\ntwo\nthree"
+    assert result.messages_sent == 2
 
 
 def test_F2_refused_message_is_not_accumulated() -> None:
@@ -891,6 +930,7 @@ def test_F2_refused_message_is_not_accumulated() -> None:
 
     result = driver.settle()
     assert [s.content for s in driver.sends] == ["one", "two"]
+    assert result.messages == ("one",)
     assert result.accumulated_text == "one"
     assert result.messages_sent == 1
 
@@ -1140,7 +1180,8 @@ def test_F2_a_surrogate_pair_is_sent_as_its_character_even_split_across_chunks(s
     assert driver.messages == ["smile \U0001f600 and a lone \ufffd one", "next line"]
     sent = [e.content for e in driver.effects if isinstance(e, SendMessage)]
     assert sent == driver.messages
-    assert result.accumulated_text == "".join(driver.messages)
+    assert result.messages == tuple(driver.messages)
+    assert result.accumulated_text == "smile \U0001f600 and a lone \ufffd one\nnext line"
 
 
 @pytest.mark.parametrize("size", [1, 7, 1000])
@@ -1150,7 +1191,8 @@ def test_E7_a_message_is_never_cut_between_the_halves_of_a_pair(size: int) -> No
         text = "a" * before + PAIR + "b" * 50
         driver, result = run(text, config=config, size=size)
         assert "\ufffd" not in result.accumulated_text  # no half became a replacement
-        assert result.accumulated_text == "a" * before + "\U0001f600" + "b" * 50
+        assert "".join(result.messages) == "a" * before + "\U0001f600" + "b" * 50
+        assert result.accumulated_text == "\n".join(result.messages)
         assert all(len(m) <= 200 for m in driver.messages)
 
 

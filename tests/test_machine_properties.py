@@ -10,8 +10,14 @@ pauses, and Discord accepting or refusing each send. After every step it checks:
 - delivered + still-buffered text == the visible text fed so far (think/details removed),
   modulo whitespace at split points and added fences: nothing lost, nothing duplicated; after
   a discard (follow-up, crash, internal stop, Discord failure) delivered text is a prefix;
-- the result's usage is the last valid usage reported; its text is what Discord accepted;
+- the result's usage is the last valid usage reported; its `messages` are what Discord
+  accepted, in order, and its `accumulated_text` their join by "\\n" (F2), whatever the status;
 - a follow-up never sends pending text.
+
+`test_E6_the_channel_shows_the_answer_as_written` compares what the user sees with the
+answer, whitespace included (`tests.answers.as_written`: only a whole message's leading and
+trailing whitespace may differ, as Discord trims it), at every degree, with Discord answering
+at once or staying busy while more text arrives (pieces ready together share a message).
 """
 
 from __future__ import annotations
@@ -51,7 +57,7 @@ from cordstream.domain import (
     machine,
     segments,
 )
-from tests.answers import Answer, answers, chunkings, fences_balanced, oracle_key
+from tests.answers import Answer, answers, as_written, chunkings, fences_balanced, oracle_key
 from tests.driver import Driver
 from tests.fuzz import examples
 
@@ -359,7 +365,8 @@ class StreamMachine(RuleBasedStateMachine):
         result = self.driver.result
         if result is None:
             return
-        assert result.accumulated_text == "".join(self.driver.messages)
+        assert result.messages == tuple(self.driver.messages)
+        assert result.accumulated_text == "\n".join(self.driver.messages)
         assert result.messages_sent == len(self.driver.messages)
         assert result.usage == self.usage
         assert result.thought_log is not None
@@ -443,3 +450,29 @@ def _pack(queue: list[segments.Piece], max_len: int) -> list[str]:
             messages.append(content)
         pieces = pieces[taken:]
     return messages
+
+
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), max_len=st.sampled_from((300, 500, 1950, 2000)), degree=st.integers(0, 3))
+def test_E6_the_channel_shows_the_answer_as_written(
+    data: st.DataObject, max_len: int, degree: int
+) -> None:
+    """Blank lines after prose, tables, lists in tables, code blocks and think/details blocks
+    reach the channel as the model wrote them, whichever pieces end up sharing a message."""
+    answer = data.draw(answers(long_lines=data.draw(st.booleans()), split_code=False))
+    chunks = data.draw(chunkings(answer.markup))
+    config = StreamConfig(max_message_length=max_len, humanizer_degree=degree, flush_limit=0)
+    driver = Driver(config, auto_deliver=False)
+    driver.start()
+    for chunk in chunks:
+        driver.text(chunk)
+        if data.draw(st.booleans()):  # Discord answers now, or is still busy when more arrives
+            if driver.pending_send is not None:
+                driver.deliver()
+            elif driver.pause is not None:
+                driver.end_pause()
+    result = driver.end()
+
+    as_written(driver.messages, answer.visible, closers=True)
+    assert result.messages == tuple(driver.messages)
+    assert result.accumulated_text == "\n".join(driver.messages)

@@ -305,7 +305,7 @@ async def test_plain_text_end_to_end_lands_in_the_channel_with_both_sides_of_usa
     async with stage() as s, model(reply) as (_, provider):
         result = await to_discord(s, provider)
     assert result.status == "completed"
-    assert result.accumulated_text == s.api.text() == "Hello there!How are you?"
+    assert result.accumulated_text == s.api.text() == "Hello there!\nHow are you?"  # F2
     assert s.contents == ["Hello there!", "How are you?"]
     assert result.usage == TokenUsage(input_tokens=25, output_tokens=15)
     assert result.data == {

@@ -501,7 +501,7 @@ async def test_a_tool_round_through_run_turn() -> None:
     assert turn.status == "completed"
     assert [segment.status for segment in turn.segments] == ["function_call", "completed"]
     assert weather_calls == [{"city": "Paris"}, {"city": "Tokyo", "unit": "C"}]
-    assert turn.text == "Let me check.Hello, world!"
+    assert turn.text == "Let me check.\nHello, world!"  # F2: segments joined by a line break
     assert turn.usage == TokenUsage(input_tokens=30 + 8, output_tokens=71 + 37)
     body = g.server.seen[1].body
     assert isinstance(body, dict)

@@ -291,7 +291,7 @@ async def test_plain_text_end_to_end_completes_with_usage_and_lands_in_the_chann
         result = await to_discord(s, server.provider())
         assert tasks_left(before) == set()  # B11: the SDK's generators were closed, not GC'd
         assert result.status == "completed"
-        assert result.accumulated_text == "Hello there!Bye"
+        assert result.accumulated_text == "Hello there!\nBye"  # F2: joined by a line break
         assert s.contents == ["Hello there!", "Bye"]
         assert result.usage == TokenUsage(12, 5)
         assert isinstance(result.data, dict)
@@ -1116,7 +1116,7 @@ async def test_a_mid_stream_error_event_ends_the_stream_with_that_error() -> Non
     async with stage() as s, Served(Reply(frames=frames)) as server:
         result = await to_discord(s, server.provider())
         assert result.status == "error"
-        assert result.accumulated_text == "Partialanswer"  # F2: the messages, joined as sent
+        assert result.accumulated_text == "Partial\nanswer"  # F2: the messages, line by line
         assert s.contents == ["Partial", "answer"]
         assert len(s.embeds) == 1
 

@@ -19,6 +19,7 @@ from cordstream.domain import (
     ErrorChunk,
     FunctionCall,
     FunctionCallChunk,
+    ProviderEnded,
     ProviderError,
     SendMessage,
     StopRequest,
@@ -81,10 +82,8 @@ def chunked(text: str, size: int) -> list[str]:
 
 
 def delivered(driver: Driver) -> str:
-    """The accepted messages, one per line: the form `tests.answers.same_text` compares.
-
-    (`accumulated_text` glues messages together, so a fence line there is no line of its own.)
-    """
+    """The accepted messages, one per line: the form `tests.answers.same_text` compares, and
+    the result's `accumulated_text` (F2)."""
     return "\n".join(driver.messages)
 
 
@@ -264,6 +263,28 @@ def test_E3_a_fence_still_open_at_the_end_is_closed() -> None:
     assert result.status == "completed"
 
 
+@pytest.mark.parametrize("fence", ["```", "```py", "````"])
+@pytest.mark.parametrize("degree", [0, 1])
+def test_E3_an_opening_fence_line_that_ends_the_answer_without_its_newline_is_not_sent(
+    fence: str, degree: int
+) -> None:
+    """Markup alone, as with its newline: never a message with a fence left open, alone or
+    packed after a closed block."""
+    config = StreamConfig(humanizer_degree=degree)
+    for text in (f"Hi\n{fence}", f"Hi\n```\nx\n```\n{fence}"):
+        for ending in ("end", "stop"):
+            driver = Driver(config)
+            driver.start()
+            driver.text(text)
+            if ending == "stop":
+                driver.request(StopRequest("stop", "user-1"))  # the pending flush (E8)
+            else:
+                driver.feed(ProviderEnded(driver.now))
+            driver.settle()
+            assert all(fences_balanced(m) for m in driver.messages), driver.messages
+            assert "\n".join(driver.messages) == text.removesuffix(fence).strip()
+
+
 def test_E3_a_single_50_kb_code_line_is_cut_into_wrapped_pieces() -> None:
     code = "x" * 50_000
     driver, _ = deliver(chunked(f"```text\n{code}\n```\n", 4096), NO_LIMIT)
@@ -330,10 +351,107 @@ def test_E6_a_punctuation_only_line_after_a_code_block_is_not_sent_alone() -> No
     assert ":)" not in driver.messages
 
 
+# -- E6: blank lines reach Discord as written, after a table like after anything else -----------
+
+AT_THE_END = StreamConfig(humanizer_degree=0)  # everything leaves in one message at the end
+
+
+@pytest.mark.parametrize("size", [1, 3, 1000])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "| 1 | 2 |\n\nNext paragraph.",
+        "| 1 | 2 |\n\n\nNext paragraph.",
+        "| 1 | 2 |\n\n\n\n\nNext paragraph.",
+        "| 1 | 2 |\n  \n\t\nNext paragraph.",  # blank lines holding spaces and a tab
+        "| a | b |\n|---|---|\n| 1 | 2 |\n\nNext paragraph.\n\nAnd another.",
+        "Prose.\n\n| 1 | 2 |\n\nMore prose.\n\n| 3 | 4 |\n\nEnd.",
+        "- item\n  | a | b |\n  |---|---|\n\n- next item",  # a table inside a list
+        "| a |\n\n```py\nx = 1\n```\n\nAfter the code.",  # a table, then a fence
+        "| a |\n```py\nx = 1\n```\n\n\nAfter the code.",
+        "| a |\n\n| b |",  # two tables: the blank line is what separates them
+    ],
+)
+def test_E6_blank_lines_after_a_table_are_kept(text: str, size: int) -> None:
+    driver, _ = run(text, config=AT_THE_END, size=size)
+    assert driver.messages == [text]
+
+
+@pytest.mark.parametrize("size", [1, 2, 1000])
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("| a |\n\n<think>hidden</think>Next", "| a |\n\nNext"),
+        ("| a |\n<think>hidden</think>\n\nNext", "| a |\n\n\nNext"),
+        ("| a |\n\n<details><summary>s</summary>body</details>\nNext", "| a |\n\n\nNext"),
+    ],
+)
+def test_E6_blank_lines_around_a_removed_block_after_a_table_are_kept(
+    text: str, shown: str, size: int
+) -> None:
+    driver, _ = run(text, config=AT_THE_END, size=size)
+    assert driver.messages == [shown]  # the block goes (E4, E5); the lines around it stay
+
+
+def test_E6_a_table_keeps_its_blank_line_at_the_end_of_a_long_message() -> None:
+    prose = "word " * 300 + "\n"  # 1,501 characters, then the table in the same message
+    text = prose + "| a | b |\n|---|---|\n\n\nNext"
+    driver, _ = run(text, config=AT_THE_END, size=7)
+    assert driver.messages == [text.strip()]
+
+
+def test_E6_a_table_sent_with_the_next_line_while_discord_is_busy_keeps_the_blank() -> None:
+    driver = Driver(StreamConfig(humanizer_degree=1), auto_deliver=False)
+    driver.start()
+    driver.text("Intro\nmo")
+    assert driver.pending_send == SendMessage(1, "Intro", reply=True)
+    driver.text("re\n| 1 | 2 |\n\nNext\nX")  # three pieces ready while "Intro" is in flight
+    driver.deliver()
+    assert driver.pending_send == SendMessage(2, "more\n| 1 | 2 |\n\nNext", reply=False)
+    driver.end()
+    assert driver.messages == ["Intro", "more\n| 1 | 2 |\n\nNext", "X"]
+
+
+def test_E6_the_segmenter_keeps_the_blank_lines_after_a_table_with_its_piece() -> None:
+    pieces = Pieces()
+    assert pieces.feed("| 1 | 2 |\n") == []  # the table may still grow
+    assert pieces.feed("\n") == []  # it ended; it waits for what follows the blank line
+    assert pieces.feed("\nN") == ["| 1 | 2 |\n\n\n"]
+    assert pieces.flush() == ["N"]
+
+
+@pytest.mark.parametrize("degree", [1, 2, 3])
+def test_E6_a_punctuation_only_line_after_a_table_is_not_sent_alone(degree: int) -> None:
+    driver, _ = run("| a |\n...\nNext\n", size=1, config=StreamConfig(humanizer_degree=degree))
+    assert driver.messages == ["| a |\n...", "Next"]
+
+
+@pytest.mark.parametrize("size", [1, 2, 1000])
+def test_E6_punctuation_joining_a_sentence_at_degree_3_is_not_moved_to_a_new_line(
+    size: int,
+) -> None:
+    driver, _ = run("Wow! ...\nNext\n", size=size, config=StreamConfig(humanizer_degree=3))
+    assert driver.messages == ["Wow! ...", "Next"]  # not "Wow! \n..."
+
+
 # -- E7: message size and grapheme clusters --------------------------------------------------
 
 _TEN_MB = 10 * 1024 * 1024
 _BIG_LINE = ("stream 👨‍👩‍👧‍👦 🇫🇷 e\u0301 漢字 " * (_TEN_MB // 20 + 1))[:_TEN_MB]
+
+
+@pytest.mark.parametrize("line", ["!" * 5000, "..." * 1000, " " * 5000])
+def test_E7_a_punctuation_or_blank_line_longer_than_a_message_after_a_piece_fits(
+    line: str,
+) -> None:
+    """Whole in one chunk, after a finished piece it cannot join (E6): cut like any line."""
+    config = StreamConfig(max_message_length=200, flush_limit=0)
+    pieces = Pieces(max_len=200)
+    texts = pieces.feed("Hi\n" + line + "\nNext\n") + pieces.flush()
+    assert all(len(text) <= 200 for text in texts)
+    driver, _ = run("Hi\n" + line + "\nNext", config=config, size=10_000)
+    assert all(len(m) <= 200 for m in driver.messages)
+    assert "".join(driver.messages) == ("Hi" + line + "Next").replace(" ", "")
 
 
 @pytest.mark.parametrize("size", [None, 4096], ids=["one-chunk", "4096-chunks"])

@@ -1,15 +1,22 @@
-"""Properties of segmentation over generated answers cut at arbitrary points (E1–E3, E6–E8)."""
+"""Properties of segmentation over generated answers cut at arbitrary points (E1–E3, E6–E8).
+
+Most compare text modulo whitespace (`tests.answers.same_text`); the E6 "as written" property
+compares what the user sees, whitespace included (`tests.answers.as_written`: only the
+leading and trailing whitespace of a whole message may differ, as Discord trims it).
+"""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cordstream.domain import segments
+from cordstream.domain import machine, segments
 from cordstream.domain.graphemes import is_boundary
 from tests.answers import (
     Answer,
     answers,
+    as_written,
     chunkings,
     fences_balanced,
     same_text,
@@ -98,3 +105,57 @@ def test_E1_chunking_does_not_change_the_text(case: tuple[Answer, list[str], int
     assert without_closers("\n".join(p.text for p in cut)) == without_closers(
         "\n".join(p.text for p in whole)
     )
+
+
+@st.composite
+def faithful_cases(draw: st.DrawFn) -> tuple[Answer, list[str], int, bool, bool]:
+    """Answers in which cordstream adds no markup but E8's closers (`split_code=False`)."""
+    answer = draw(answers(blocks=False, long_lines=draw(st.booleans()), split_code=False))
+    return (
+        answer,
+        draw(chunkings(answer.visible)),
+        draw(st.sampled_from((300, 500, 1950, 2000))),
+        draw(st.booleans()),
+        draw(st.booleans()),
+    )
+
+
+def pack(pieces: list[segments.Piece], max_len: int, *, one_each: bool) -> list[str]:
+    """Messages from pieces, as the machine's outbox makes them."""
+    messages: list[str] = []
+    queue = tuple(pieces)
+    while queue:
+        content, taken = machine._take(queue, max_len, one_each=one_each)
+        if content:
+            messages.append(content)
+        queue = queue[taken:]
+    return messages
+
+
+def test_E6_the_as_written_oracle_allows_only_what_discord_trims() -> None:
+    """The oracle can fail: each case below is a fault it exists to catch."""
+    assert as_written(["a", "b"], "  a \n\n b  ") == [(2, 3), (7, 8)]  # edges: trimmed
+    assert as_written(["| a |\n\nNext"], "| a |\n\nNext") == [(0, 11)]
+    assert as_written(['say "(hi)"'], 'say "(hi', closers=True) == [(0, 8)]
+    for messages, text, closers in [
+        (["| a |\nNext"], "| a |\n\nNext", False),  # a blank line lost inside a message
+        (["| a |\n\n\nNext"], "| a |\n\nNext", False),  # one added
+        (["Wow! \n..."], "Wow! ...", False),  # a line break added
+        (["  indented"], "x\n  indented", False),  # a line lost
+        (["say (hi)"], "say (hi", False),  # closers only when the flush may add them
+        (["x)", "y"], "x y", True),  # and only at the very end
+    ]:
+        with pytest.raises(AssertionError):
+            as_written(messages, text, closers=closers)
+
+
+@_SETTINGS
+@given(faithful_cases())
+def test_E6_pieces_that_share_a_message_show_the_text_as_written(
+    case: tuple[Answer, list[str], int, bool, bool],
+) -> None:
+    """Blank lines (after prose, tables, lists, code) survive between pieces packed together,
+    all at once (degree 0, or Discord busy) or one per message (degrees 2 and 3)."""
+    answer, chunks, max_len, sentences, one_each = case
+    messages = pack(segment(chunks, max_len, sentences), max_len, one_each=one_each)
+    as_written(messages, answer.visible, closers=True)

@@ -39,7 +39,7 @@ from cordstream.shell.emulator import (
     Drop,
     RateLimited,
 )
-from tests.stage import Do, Hang, ScriptProvider, Sleep, other_tasks, stage
+from tests.stage import Do, Hang, ScriptProvider, Sleep, Stage, Step, other_tasks, stage
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.looptime]
 
@@ -376,8 +376,54 @@ async def test_F2_accumulated_text_is_exactly_what_the_channel_received() -> Non
     async with stage() as s:
         steps = ["Intro line\n", "```py\n", "x = 1\n", "```\n", "tail ", "words"]
         result = await s.stream(ScriptProvider(steps))
-        assert result.accumulated_text == s.api.text()
+        assert result.messages == tuple(s.contents)
+        assert result.accumulated_text == s.api.text() == "\n".join(s.contents)
         assert result.messages_sent == len(s.api.messages())
+
+
+async def test_F2_messages_are_what_the_channel_holds_and_the_text_keeps_the_line_breaks() -> None:
+    async with stage() as s:
+        # "one" and "two" are ready at once and share a message; "three" comes at the end.
+        result = await s.stream(ScriptProvider(["one\ntwo\nthr", Sleep(1), "ee"]))
+        assert s.contents == ["one\ntwo", "three"]
+        assert result.messages == ("one\ntwo", "three")
+        assert result.accumulated_text == "one\ntwo\nthree" == s.api.text()  # not "one\ntwothree"
+        assert result.messages_sent == 2
+
+
+def _stop(s: Stage) -> Do:
+    return Do(lambda: s.orchestrator.request_stop(s.channel.id, "user"))
+
+
+def _follow_up(s: Stage) -> Do:
+    return Do(lambda: s.orchestrator.request_follow_up(s.channel.id, "user"))
+
+
+ENDINGS: dict[str, tuple[str, Callable[[Stage], list[Step]], tuple[str, ...]]] = {
+    # name: (status, the steps after two messages went out, what the pending "fi" becomes)
+    "stop": ("stopped_by_user", lambda s: [_stop(s), Hang()], ("fi",)),
+    "provider_error": (
+        "error",
+        lambda s: [ErrorChunk(ProviderError("api_error", "upstream failed"))],
+        ("fi",),
+    ),
+    "timeout": ("timeout", lambda s: [Hang()], ("fi",)),
+    "follow_up": ("follow_up_interrupt", lambda s: [_follow_up(s), Hang()], ()),
+    "crash": ("error", lambda s: [RuntimeError("connection reset")], ()),
+    "function_call": ("function_call", lambda s: [FunctionCallChunk(FunctionCall("f"))], ("fi",)),
+}
+
+
+@pytest.mark.parametrize("name", list(ENDINGS))
+async def test_B9_F2_every_ending_carries_the_messages_the_channel_holds(name: str) -> None:
+    status, ending, flushed = ENDINGS[name]
+    async with stage() as s:
+        steps: list[Step] = ["one\ntwo\nthr", Sleep(1), "ee\nfour\nfi", Sleep(1), *ending(s)]
+        result = await s.stream(ScriptProvider(steps), StreamConfig(inactivity_timeout=5))
+        assert result.status == status
+        assert result.messages == ("one\ntwo", "three\nfour", *flushed) == tuple(s.contents)
+        assert result.accumulated_text == "\n".join(result.messages) == s.api.text()
+        assert result.messages_sent == len(result.messages)
 
 
 async def test_F3_the_send_message_limit_stops_quietly() -> None:
@@ -555,6 +601,7 @@ async def test_B13_F2_a_fault_in_step_waits_for_the_send_in_flight_then_shows_th
         assert isinstance(result.data, RuntimeError)
         assert str(result.data) == CORE_BUG
         assert result.accumulated_text == "Line" == s.api.text()  # F2: counted once accepted
+        assert result.messages == ("Line",)
         assert result.messages_sent == 1
         assert s.contents == ["Line"]  # B13: "pending" is not flushed
         (embed,) = s.embeds
@@ -579,9 +626,27 @@ async def test_F2_a_fault_on_delivered_still_counts_what_discord_accepted(
         assert result.status == "error"
         assert str(result.data) == CORE_BUG
         assert result.accumulated_text == "Line" == s.api.text()
+        assert result.messages == ("Line",)  # from the ledger: the core missed the Delivered
         assert result.messages_sent == 1
         assert s.embeds == []
         assert provider.closed
+
+
+async def test_F2_the_shells_own_ledger_joins_the_accepted_messages_with_line_breaks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The core misses the `Delivered` of the second message: the result comes from the
+    shell's ledger, which has both messages, and joins them as the core would."""
+    _break_step(monkeypatch, lambda event: isinstance(event, Delivered) and event.seq == 2)
+    async with stage() as s:
+        provider = ScriptProvider(["one\nt", Sleep(1), "wo\nmore", Sleep(60), "never"])
+        result = await s.stream(provider)
+        assert result.status == "error"
+        assert str(result.data) == CORE_BUG
+        assert s.contents == ["one", "two"]
+        assert result.messages == ("one", "two")
+        assert result.accumulated_text == "one\ntwo" == s.api.text()
+        assert result.messages_sent == 2
 
 
 async def test_B2_B13_a_fault_in_the_timer_callback_ends_a_hanging_stream(
@@ -618,6 +683,7 @@ async def test_B1_F2_when_the_core_cannot_even_crash_the_result_waits_for_the_se
         assert result.status == "error"
         assert str(result.data) == CORE_BUG
         assert result.accumulated_text == "Line" == s.api.text()  # accepted after the fault
+        assert result.messages == ("Line",)
         assert result.messages_sent == 1
         assert s.embeds == []  # the core could not decide one
         assert provider.closed

@@ -11,8 +11,9 @@ Rules: queue Discord faults for the next requests; run one stream with a random 
 script, config, context, stop/follow-up requests at random moments (one maybe registered
 before the stream), and maybe the caller cancelling it. After each run the invariants of
 `check_run` hold: one result or (only when the caller cancelled) `CancelledError`; provider
-closed; no task, listener or resolved registry entry left; `accumulated_text` is the
-transcript of accepted messages; sizes, mentions, replies; timeout and stop timing.
+closed; no task, listener or resolved registry entry left; `messages` is the transcript of
+accepted messages and `accumulated_text` their join by "\\n" (F2); sizes, mentions, replies;
+timeout and stop timing.
 """
 
 from __future__ import annotations
@@ -493,9 +494,14 @@ def check_run(run: Run) -> None:
 def check_result(run: Run, result: StreamResult) -> None:
     plan, provider = run.plan, run.provider
     texts = [m for m in run.messages if not m.embeds]
-    # F2: the result is exactly what Discord accepted, in order.
-    # SETTLE makes a message Discord accepted after the result show up here too.
-    transcript = "".join(m.content for m in texts)
+    # F2: the result is exactly what Discord accepted, in order, and its text is those
+    # contents joined by "\n". SETTLE makes a message Discord accepted after the result show
+    # up here too.
+    accepted_contents = tuple(m.content for m in texts)
+    assert result.messages == accepted_contents, (
+        f"messages {result.messages!r} != transcript {accepted_contents!r} (F2)"
+    )
+    transcript = "\n".join(accepted_contents)
     assert result.accumulated_text == transcript, (
         f"accumulated_text {result.accumulated_text!r} != transcript {transcript!r} (F2)"
     )

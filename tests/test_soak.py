@@ -132,7 +132,9 @@ def honest_outcome(text: str = "Hello") -> Outcome:
     provider.started_at = provider.closed_at = provider.last_chunk_at = 0.0
     provider.reached = {"end"}
     outcome = Outcome(plan, CHANNEL, REPLY, provider, done_at=1.0, ended_at=1.0)
-    outcome.result = StreamResult("completed", accumulated_text=text, messages_sent=1)
+    outcome.result = StreamResult(
+        "completed", accumulated_text=text, messages_sent=1, messages=(text,)
+    )
     outcome.messages = [message(text)]
     return outcome
 
@@ -159,6 +161,26 @@ def test_a_fabricated_mismatched_transcript_is_detected_and_fails_the_soak() -> 
     assert report.transcript_mismatches == 1
     assert "transcript_mismatches" in report.failures()
     assert "invariant_violations" in report.failures()
+
+
+def test_F2_a_text_glued_from_two_messages_is_a_transcript_mismatch() -> None:
+    outcome = honest_outcome("one")
+    outcome.messages = [message("one"), message("two")]
+    outcome.result = StreamResult(
+        "completed", accumulated_text="onetwo", messages_sent=2, messages=("one", "two")
+    )
+    violations = dict(check_stream(outcome))
+    assert "transcript" in violations  # the line break between the messages is missing
+    outcome.result = replace(outcome.result, accumulated_text="one\ntwo")
+    assert check_stream(outcome) == []
+
+
+def test_F2_result_messages_that_are_not_the_channels_are_a_transcript_mismatch() -> None:
+    outcome = honest_outcome("one\ntwo")
+    assert outcome.result is not None
+    for messages in [(), ("one", "two"), ("one\ntwo", "three")]:
+        outcome.result = replace(outcome.result, messages=messages)
+        assert "transcript" in names(outcome), messages
 
 
 def test_a_message_count_off_by_one_is_detected() -> None:

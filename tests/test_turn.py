@@ -14,7 +14,14 @@ from typing import Any
 
 import pytest
 
-from cordstream.domain import DoneChunk, FunctionCall, FunctionCallChunk, TextChunk, TokenUsage
+from cordstream.domain import (
+    DoneChunk,
+    FunctionCall,
+    FunctionCallChunk,
+    StreamResult,
+    TextChunk,
+    TokenUsage,
+)
 from cordstream.shell import StreamConfig, ToolOutcome, TurnResult, run_turn
 from cordstream.shell.turn import Tool
 from tests.stage import Do, Hang, ScriptProvider, Stage, Step, other_tasks, stage
@@ -76,7 +83,7 @@ async def test_a_tool_round_then_the_answer_sums_usage_and_replies_once() -> Non
         assert references[0] is not None
         assert references[0]["message_id"] == reply
         assert references[1] is None  # one answer: only its first message replies
-        assert result.text == "Let me roll.You rolled 20!"
+        assert result.text == "Let me roll.\nYou rolled 20!"  # F2: not glued together
         assert result.messages_sent == 2
 
 
@@ -304,4 +311,50 @@ async def test_text_chunks_count_as_an_answer_between_rounds() -> None:
     async with stage() as s:
         result = await turn(s, provider, tools={"fine": fine})
         assert s.contents == ["a", "b"]
-    assert result.text == "ab"
+    assert result.text == "a\nb"
+
+
+def _segment(status: str, *messages: str) -> StreamResult:
+    return StreamResult(
+        status,  # type: ignore[arg-type]  # a test knob
+        accumulated_text="\n".join(messages),
+        messages_sent=len(messages),
+        messages=messages,
+    )
+
+
+async def test_F2_turn_text_joins_the_segments_with_line_breaks_and_skips_empty_ones() -> None:
+    segments = (
+        _segment("function_call"),  # a tool round that said nothing
+        _segment("function_call", "one\ntwo", "three"),
+        _segment("empty_response"),
+        _segment("completed", "four"),
+    )
+    turn = TurnResult("completed", segments, TokenUsage(1, 1), False)
+    assert turn.text == "one\ntwo\nthree\nfour"  # no blank line for the empty segments
+    assert turn.messages_sent == 3
+    assert TurnResult("completed", (_segment("completed"),), TokenUsage(0, 0), False).text == ""
+
+
+async def test_F2_a_turn_through_the_shell_keeps_every_line_break() -> None:
+    provider = Conversation(
+        [ask(FunctionCall("fine"))],
+        later=[["Let me look.\n", ask(FunctionCall("fine"))], ["one\ntwo\nthr", "ee"]],
+    )
+
+    async def fine(arguments: Mapping[str, object]) -> object:
+        return "ok"
+
+    async with stage() as s:
+        result = await turn(s, provider, tools={"fine": fine}, prompt_text="y" * 8)
+        assert s.contents == ["Let me look.", "one\ntwo", "three"]
+        assert s.api.text() == "Let me look.\none\ntwo\nthree"
+    assert [segment.messages for segment in result.segments] == [
+        (),
+        ("Let me look.",),
+        ("one\ntwo", "three"),
+    ]
+    assert result.text == "Let me look.\none\ntwo\nthree"
+    # No usage reported: the estimate counts the turn's text as `TurnResult.text` has it.
+    assert result.usage_estimated
+    assert result.usage == TokenUsage(2, 7)  # ceil(26 / 4): 22 characters and 4 line breaks
