@@ -6,7 +6,7 @@ Re-exported by `cordstream.shell`.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Self, TypeVar
 
@@ -50,7 +50,9 @@ class StreamConfig:
 
         `INACTIVITY_TIMEOUT_MS` (milliseconds), `CORDSTREAM_SEND_MESSAGE_LIMIT`,
         `CORDSTREAM_FLUSH_LIMIT`, `CORDSTREAM_MAX_MESSAGE_LENGTH`,
-        `CORDSTREAM_HUMANIZER_DEGREE`; unset or empty variables keep the defaults.
+        `CORDSTREAM_HUMANIZER_DEGREE`; unset or empty (blank) variables keep the defaults. The
+        error names the variable, what it must be, in its own unit, and the value as given:
+        `INACTIVITY_TIMEOUT_MS must be a positive number of milliseconds, got '-5'`.
         """
         parsed = parse_env(environ, cls)
         if isinstance(parsed, Failure):
@@ -64,33 +66,90 @@ def parse_env(
 ) -> Result[_Config, str]:
     """The pure half of `StreamConfig.from_env`: a config, or a message naming the bad variable.
 
+    Each variable is checked on its own, in its own unit (milliseconds, messages, characters,
+    a degree), so the message speaks of what the user wrote, not of the field it becomes. The
+    first bad variable, in the order of the README's table, is the one reported.
+
     `kind` is the class to build (`cordstream.shell.StreamConfig` re-exports this one with a
     zero-argument `from_env()` that reads the process environment).
     """
     values: dict[str, float | int] = {}
-    for name, key, unit in _ENV_FIELDS:
-        text = environ.get(name, "").strip()
-        if not text:
+    for variable in _ENV_VARIABLES:
+        given = environ.get(variable.name, "")
+        if not given.strip():
             continue
-        try:
-            number = float(text) if key == "inactivity_timeout" else int(text)
-        except ValueError:
-            return Failure(f"{name}={text!r} is not a number")
-        values[key] = number / unit if key == "inactivity_timeout" else number
+        value = variable.read(given.strip())
+        if value is None:
+            return Failure(f"{variable.name} must be {variable.rule}, got {given!r}")
+        values[variable.field] = value
     try:
-        return Success(kind(**values))  # type: ignore[arg-type]  # keys from _ENV_FIELDS
-    except ValueError as error:
+        return Success(kind(**values))  # type: ignore[arg-type]  # keys from _ENV_VARIABLES
+    except ValueError as error:  # pragma: no cover - each variable was checked above
         return Failure(str(error))
 
 
 _Config = TypeVar("_Config", bound=StreamConfig)
 
-_ENV_FIELDS: tuple[tuple[str, str, float], ...] = (
-    ("INACTIVITY_TIMEOUT_MS", "inactivity_timeout", 1000.0),
-    ("CORDSTREAM_SEND_MESSAGE_LIMIT", "send_message_limit", 1.0),
-    ("CORDSTREAM_FLUSH_LIMIT", "flush_limit", 1.0),
-    ("CORDSTREAM_MAX_MESSAGE_LENGTH", "max_message_length", 1.0),
-    ("CORDSTREAM_HUMANIZER_DEGREE", "humanizer_degree", 1.0),
+
+def _milliseconds_as_seconds(text: str) -> float | None:
+    try:
+        milliseconds = float(text)
+    except ValueError:
+        return None
+    seconds = milliseconds / 1000.0
+    return seconds if math.isfinite(seconds) and seconds > 0 else None
+
+
+def _whole(low: int, high: int | None) -> Callable[[str], int | None]:
+    def read(text: str) -> int | None:
+        try:
+            number = int(text)
+        except ValueError:  # "1.5", "1e3", "nan", "inf", "ten", too many digits
+            return None
+        return number if low <= number and (high is None or number <= high) else None
+
+    return read
+
+
+@dataclass(frozen=True, slots=True)
+class _Variable:
+    name: str
+    field: str
+    rule: str  # what a good value is, in the variable's own unit
+    read: Callable[[str], float | int | None]  # the field's value, or None when it is bad
+
+
+_ENV_VARIABLES: tuple[_Variable, ...] = (
+    _Variable(
+        "INACTIVITY_TIMEOUT_MS",
+        "inactivity_timeout",
+        "a positive number of milliseconds",
+        _milliseconds_as_seconds,
+    ),
+    _Variable(
+        "CORDSTREAM_SEND_MESSAGE_LIMIT",
+        "send_message_limit",
+        "a whole number of messages, 0 or more (0 = no limit)",
+        _whole(0, None),
+    ),
+    _Variable(
+        "CORDSTREAM_FLUSH_LIMIT",
+        "flush_limit",
+        "a whole number of messages, 0 or more (0 = no limit)",
+        _whole(0, None),
+    ),
+    _Variable(
+        "CORDSTREAM_MAX_MESSAGE_LENGTH",
+        "max_message_length",
+        f"a whole number of characters from {MIN_MESSAGE_LENGTH} to {DISCORD_MESSAGE_LIMIT}",
+        _whole(MIN_MESSAGE_LENGTH, DISCORD_MESSAGE_LIMIT),
+    ),
+    _Variable(
+        "CORDSTREAM_HUMANIZER_DEGREE",
+        "humanizer_degree",
+        "a humanizer degree from 0 to 3",
+        _whole(min(HUMANIZER_DEGREES), max(HUMANIZER_DEGREES)),
+    ),
 )
 
 

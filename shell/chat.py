@@ -14,6 +14,13 @@ environment variable (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, `GEMINI_API_KEY`/
 
 Two demo tools are offered to the model (`roll_dice`, `current_time`) unless `--no-tools`, so
 a tool-capable model shows the whole tool loop: segment, tool round, answer.
+
+In the emulator, each message is printed the moment the channel receives it (as the demo
+does, `console.local_discord`), so a slow model does not look hung. The exit status
+(`outcome`) is 0 when the turn completed, 1 when it ended any other way (an `error` turn says
+in one line on stderr what the model server answered), and 2 when the model server or Discord
+could not be reached, Discord refused the token or the channel, or the provider's SDK is not
+installed: one line on stderr that names the address or the extra, never a traceback.
 """
 
 from __future__ import annotations
@@ -22,24 +29,36 @@ import argparse
 import datetime
 import os
 import random
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import aiohttp
 import discord
+import discord.http
 
+from cordstream.domain import ProviderError
 from cordstream.shell.config import StreamConfig
+from cordstream.shell.console import (
+    Failure,
+    Printer,
+    could_not_connect,
+    http_url,
+    local_discord,
+    positive_seconds,
+    positive_tokens,
+    why,
+)
 from cordstream.shell.context import StreamContext
 from cordstream.shell.demo import render
-from cordstream.shell.emulator import DiscordEmulator, SentMessage, discord_client
+from cordstream.shell.emulator import SentMessage
 from cordstream.shell.orchestrator import StreamOrchestrator
 from cordstream.shell.providers.base import ToolProvider
 from cordstream.shell.stops import StopRegistry
 from cordstream.shell.turn import Tool, TurnResult, run_turn
 
 ProviderKind = Literal["openai", "anthropic", "gemini"]
-Printer = Callable[[str], None]
 
 KEY_VARIABLES: Mapping[ProviderKind, tuple[str, ...]] = {
     "openai": ("OPENAI_API_KEY",),
@@ -48,6 +67,12 @@ KEY_VARIABLES: Mapping[ProviderKind, tuple[str, ...]] = {
 }
 # What a local endpoint gets when no key is set: the SDKs refuse to start without one.
 PLACEHOLDER_KEY = "not-needed"
+# The SDK each provider needs, and the extra that installs it.
+SDK_MODULES: Mapping[ProviderKind, str] = {
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "gemini": "google.genai",
+}
 
 
 @dataclass(frozen=True)
@@ -138,8 +163,45 @@ def api_key(kind: ProviderKind, given: str | None, environ: Mapping[str, str]) -
     return PLACEHOLDER_KEY
 
 
-def build_provider(options: ChatOptions, environ: Mapping[str, str]) -> ToolProvider[Any]:
-    """The adapter for `options.provider`, on a fresh SDK client (ImportError names the extra)."""
+@dataclass(frozen=True)
+class Model:
+    """The adapter, the address its SDK client sends requests to, and how to close that client
+    (the adapters never close the caller's client)."""
+
+    provider: ToolProvider[Any]
+    url: str
+    close: Callable[[], Awaitable[None]]
+
+
+def build_model(options: ChatOptions, environ: Mapping[str, str]) -> Model:
+    """The adapter for `options.provider`, on a fresh SDK client. An SDK that is not installed
+    is a `Failure` naming the extra that installs it."""
+    try:
+        return _build_model(options, environ)
+    except ImportError as missing:
+        kind = options.provider
+        sdk = SDK_MODULES[kind]
+        absent = isinstance(missing, ModuleNotFoundError) and f"{sdk}.".startswith(
+            f"{missing.name}."
+        )
+        problem = "is not installed" if absent else f"cannot be imported ({missing})"
+        raise Failure(
+            f"--provider {kind} needs the {sdk} SDK, which {problem}: "
+            f"pip install 'cordstream[{kind}]'"
+        ) from missing
+    except Exception as refused:  # the SDK refused its options (an address it cannot use …)
+        given = f" with --base-url {options.base_url!r}" if options.base_url else ""
+        raise Failure(
+            f"cannot create the {options.provider} client{given}: "
+            f"{type(refused).__name__}: {refused}"
+        ) from refused
+
+
+def _url(value: object) -> str:
+    return str(value).rstrip("/")
+
+
+def _build_model(options: ChatOptions, environ: Mapping[str, str]) -> Model:
     key = api_key(options.provider, options.api_key, environ)
     tools = tool_specs(options.provider) if options.tools else None
     if options.provider == "openai":
@@ -152,19 +214,15 @@ def build_provider(options: ChatOptions, environ: Mapping[str, str]) -> ToolProv
             messages.append({"role": "system", "content": options.system})
         messages.append({"role": "user", "content": options.prompt})
         client = openai.AsyncOpenAI(api_key=key, base_url=options.base_url)
-        return OpenAIChatProvider(
-            client,
-            model=options.model,
-            messages=messages,
-            tools=tools,
-        )
+        provider = OpenAIChatProvider(client, model=options.model, messages=messages, tools=tools)
+        return Model(provider, _url(client.base_url), client.close)
     if options.provider == "anthropic":
         import anthropic  # noqa: PLC0415 - optional extra
 
         from cordstream.shell.providers.anthropic import AnthropicProvider  # noqa: PLC0415
 
         anthropic_client = anthropic.AsyncAnthropic(api_key=key, base_url=options.base_url)
-        return AnthropicProvider(
+        anthropic_provider = AnthropicProvider(
             anthropic_client,
             model=options.model,
             messages=[{"role": "user", "content": options.prompt}],
@@ -172,6 +230,7 @@ def build_provider(options: ChatOptions, environ: Mapping[str, str]) -> ToolProv
             system=options.system,
             tools=tools,
         )
+        return Model(anthropic_provider, _url(anthropic_client.base_url), anthropic_client.close)
     from google import genai  # noqa: PLC0415 - optional extra
     from google.genai import types  # noqa: PLC0415
 
@@ -184,32 +243,83 @@ def build_provider(options: ChatOptions, environ: Mapping[str, str]) -> ToolProv
         config["system_instruction"] = options.system
     if tools:
         config["tools"] = tools
-    return GeminiProvider(
+    gemini_provider = GeminiProvider(
         gemini_client,
         model=options.model,
         contents=options.prompt,
         config=types.GenerateContentConfig.model_validate(config),
     )
+    # The SDK's own resolved address (a private attribute, read defensively).
+    resolved = getattr(getattr(gemini_client, "_api_client", None), "_http_options", None)
+    url = getattr(resolved, "base_url", None) or options.base_url or "the Gemini API"
+    return Model(gemini_provider, _url(url), gemini_client.aio.aclose)
 
 
 # --- running -----------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class ChatRun:
+    """What `run` did: the turn, and the model server's address (for `outcome`)."""
+
+    turn: TurnResult
+    model_url: str
+
+
+async def run(
+    options: ChatOptions, out: Printer = print, environ: Mapping[str, str] | None = None
+) -> ChatRun:
+    """Stream one answer from the model into Discord, printing each message as the channel
+    receives it (the emulator), then the channel and the turn.
+
+    A problem outside the turn (an SDK not installed, Discord unreachable or refusing the
+    token or the channel, the emulator unable to listen) is a `Failure`; whatever the model
+    does is in the turn. The SDK client is closed on every exit, cancellation included.
+    """
+    environ = os.environ if environ is None else environ
+    config = StreamConfig(inactivity_timeout=options.timeout, humanizer_degree=options.humanizer)
+    model = build_model(options, environ)
+    try:
+        tools = DEMO_TOOLS if options.tools else {}
+        orchestrator = StreamOrchestrator(StopRegistry())
+        async with _destination(options, out) as (context, transcript):
+            turn = await run_turn(orchestrator, model.provider, context, tools=tools, config=config)
+            if transcript is not None:
+                out(render(turn.final, transcript()))
+    finally:
+        await model.close()
+    out(describe_turn(turn))
+    return ChatRun(turn, model.url)
+
+
 async def run_chat(
     options: ChatOptions, out: Printer = print, environ: Mapping[str, str] | None = None
 ) -> TurnResult:
-    """Stream one answer from the model into Discord; print the channel and the turn."""
-    environ = os.environ if environ is None else environ
-    provider = build_provider(options, environ)
-    config = StreamConfig(inactivity_timeout=options.timeout, humanizer_degree=options.humanizer)
-    tools = DEMO_TOOLS if options.tools else {}
-    orchestrator = StreamOrchestrator(StopRegistry())
-    async with _destination(options, out) as (context, transcript):
-        turn = await run_turn(orchestrator, provider, context, tools=tools, config=config)
-        if transcript is not None:
-            out(render(turn.final, transcript()))
-    out(describe_turn(turn))
-    return turn
+    """`run`, for the turn alone."""
+    return (await run(options, out, environ)).turn
+
+
+def outcome(chat: ChatRun) -> tuple[int, str | None]:
+    """The exit status, and the one line for stderr: 0 when the turn completed; 2 when the
+    model server could not be reached (`cannot reach the model server at URL: connection
+    refused`); otherwise 1, with a line saying what the model server answered when the turn
+    ended in an error."""
+    turn = chat.turn
+    if turn.status == "completed":
+        return 0, None
+    if turn.status != "error":
+        return 1, None
+    error = turn.error if turn.error is not None else turn.final.data
+    if isinstance(error, ProviderError):
+        original = error.original
+        if isinstance(original, BaseException) and could_not_connect(original):
+            return 2, f"cannot reach the model server at {chat.model_url}: {why(original)}"
+        status = getattr(original, "status_code", None)
+        answered = f"answered HTTP {status}" if isinstance(status, int) else "failed"
+        return 1, f"the model server at {chat.model_url} {answered}: {error.message}"
+    if isinstance(error, BaseException):
+        return 1, f"the turn ended in an error: {type(error).__name__}: {error}"
+    return 1, "the turn ended in an error"
 
 
 @asynccontextmanager
@@ -219,28 +329,46 @@ async def _destination(
     """The emulator's channel with a user question to reply to, or the real channel."""
     target = f"cordstream chat: {options.provider} {options.model}"
     if options.channel_id is None:
-        async with DiscordEmulator() as api, discord_client(api) as client:
-            channel = await client.fetch_channel(api.channel_id)
-            assert isinstance(channel, discord.TextChannel)
-            question = api.post_user_message(options.prompt)
+        async with local_discord(options.prompt, out) as local:
             out(f"{target} → local Discord emulator")
             yield (
-                StreamContext(channel, reply_to=channel.get_partial_message(question)),
-                (api.messages),
+                StreamContext(local.channel, reply_to=local.question),
+                local.api.messages,
             )
         return
     if not options.discord_token:
-        raise ValueError("a real channel needs a Discord token (--discord-token)")
+        raise Failure("a real channel needs a Discord token (--discord-token or DISCORD_TOKEN)")
+    base = discord.http.Route.BASE
     real = discord.Client(intents=discord.Intents.none())
     try:
-        await real.login(options.discord_token)
-        found = await real.fetch_channel(options.channel_id)
+        try:
+            await real.login(options.discord_token)
+        except discord.LoginFailure as refused:
+            raise Failure(f"Discord at {base} refused the bot token: {refused}") from refused
+        except discord.HTTPException as refused:
+            raise Failure(f"Discord at {base} refused the login: {refused}") from refused
+        except (aiohttp.ClientError, OSError) as error:
+            raise _unreachable(base, error) from error
+        try:
+            found = await real.fetch_channel(options.channel_id)
+        except discord.HTTPException as refused:
+            raise Failure(
+                f"Discord at {base} refused channel {options.channel_id}: {refused}"
+            ) from refused
+        except (aiohttp.ClientError, OSError) as error:
+            raise _unreachable(base, error) from error
         if not isinstance(found, discord.abc.Messageable):
-            raise ValueError(f"channel {options.channel_id} cannot receive messages")
+            raise Failure(f"channel {options.channel_id} cannot receive messages")
         out(f"{target} → channel {found.id}")
         yield StreamContext(found), None
     finally:
         await real.close()
+
+
+def _unreachable(base: str, error: BaseException) -> Failure:
+    if could_not_connect(error):
+        return Failure(f"cannot reach Discord at {base}: {why(error)}")
+    return Failure(f"Discord at {base} failed: {why(error)}")
 
 
 def describe_turn(turn: TurnResult) -> str:
@@ -271,10 +399,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     chat.add_argument(
         "--model", default=os.environ.get("CORDSTREAM_MODEL"), help="model name ($CORDSTREAM_MODEL)"
     )
-    chat.add_argument("--base-url", help="API endpoint, e.g. http://127.0.0.1:11434/v1 (Ollama)")
+    chat.add_argument(
+        "--base-url", type=http_url, help="API endpoint, e.g. http://127.0.0.1:11434/v1 (Ollama)"
+    )
     chat.add_argument("--api-key", help="overrides the provider's environment variable")
     chat.add_argument("--system", help="a system prompt")
-    chat.add_argument("--max-tokens", type=int, default=1024, help="answer cap (1024)")
+    chat.add_argument("--max-tokens", type=positive_tokens, default=1024, help="answer cap (1024)")
     chat.add_argument("--no-tools", action="store_true", help="do not offer the demo tools")
     chat.add_argument(
         "--discord-token", default=os.environ.get("DISCORD_TOKEN"), help="($DISCORD_TOKEN)"
@@ -282,7 +412,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     chat.add_argument(
         "--channel-id", type=int, help="stream into this real channel instead of the emulator"
     )
-    chat.add_argument("--timeout", type=float, default=120.0, help="inactivity timeout (120 s)")
+    chat.add_argument(
+        "--timeout", type=positive_seconds, default=120.0, help="inactivity timeout (120 s)"
+    )
     chat.add_argument("--humanizer", type=int, default=1, choices=(0, 1, 2, 3))
 
 

@@ -10,16 +10,14 @@ the `StreamResult`. Options schedule a `/stop`, a follow-up message or a hanging
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 
-import discord
-
 from cordstream.domain import DoneChunk, ProcessedChunk, ProviderError, StreamResult, TextChunk
 from cordstream.shell.config import StreamConfig
+from cordstream.shell.console import Printer, local_discord
 from cordstream.shell.context import StreamContext
-from cordstream.shell.emulator import DiscordEmulator, SentMessage, discord_client
+from cordstream.shell.emulator import SentMessage
 from cordstream.shell.orchestrator import StreamOrchestrator
 from cordstream.shell.stops import StopRegistry
 
@@ -109,25 +107,25 @@ class ScriptedProvider:
         return None
 
 
-Printer = Callable[[str], None]
-
-
 async def run_demo(
     options: Options, out: Printer = print
 ) -> tuple[StreamResult, list[SentMessage], ScriptedProvider]:
-    """Stream the built-in answer into a local Discord; return the result and the transcript."""
-    async with DiscordEmulator() as api, discord_client(api) as client:
-        channel = await client.fetch_channel(api.channel_id)
-        assert isinstance(channel, discord.TextChannel)
-        question = api.post_user_message("@cordstream how do you deliver an answer?")
-        context = StreamContext(channel, reply_to=channel.get_partial_message(question))
-        config = StreamConfig(
-            inactivity_timeout=options.timeout, humanizer_degree=options.humanizer, flush_limit=0
-        )
+    """Stream the built-in answer into a local Discord; return the result and the transcript.
+
+    `out` gets a line for each message as the channel receives it (`console.local_discord`)
+    and for each scheduled user action. A bad option is a `ValueError` (from `StreamConfig`),
+    raised before anything starts; an emulator that cannot listen is a `console.Failure`.
+    """
+    config = StreamConfig(
+        inactivity_timeout=options.timeout, humanizer_degree=options.humanizer, flush_limit=0
+    )
+    question = "@cordstream how do you deliver an answer?"
+    async with local_discord(question, out) as local:
+        context = StreamContext(local.channel, reply_to=local.question)
         orchestrator = StreamOrchestrator(StopRegistry())
         loop = asyncio.get_running_loop()
-        start = loop.time()
-        channel_id = channel.id
+        start = local.start
+        channel_id = local.channel.id
         timers: list[asyncio.TimerHandle] = []
         if options.stop_after is not None:
             stop = lambda: orchestrator.request_stop(channel_id, "demo-user", "/stop")  # noqa: E731
@@ -142,48 +140,17 @@ async def run_demo(
                 )
             )
         provider = ScriptedProvider(options)
-        progress = _Progress(api, out, start)
-        watcher = asyncio.create_task(progress.watch())
         try:
             result = await orchestrator.stream_to_discord(provider, config, context)
         finally:
             for timer in timers:
                 timer.cancel()
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
-        progress.report()
-        return result, api.messages(), provider
+        return result, local.api.messages(), provider
 
 
 def _say(out: Printer, start: float, what: str, action: Callable[[], object]) -> None:
     out(f"[{asyncio.get_running_loop().time() - start:7.3f}s] {what}")
     action()
-
-
-class _Progress:
-    """Prints each message the moment the channel has it."""
-
-    def __init__(self, api: DiscordEmulator, out: Printer, start: float) -> None:
-        self.api, self.out, self.start = api, out, start
-        self.shown = 0
-
-    async def watch(self) -> None:
-        while True:
-            self.report()
-            await asyncio.sleep(0.02)
-
-    def report(self) -> None:
-        messages = self.api.messages()
-        now = asyncio.get_running_loop().time() - self.start
-        for message in messages[self.shown :]:
-            if message.embeds:
-                what = f"embed: {message.embeds[0].get('title')}"
-            else:
-                what = f"message ({len(message.content)} chars)"
-            reply = " as a reply" if message.message_reference else ""
-            self.out(f"[{now:7.3f}s] channel receives {what}{reply}")
-        self.shown = len(messages)
 
 
 def render(result: StreamResult, messages: list[SentMessage]) -> str:

@@ -342,6 +342,7 @@ class DiscordEmulator:
         self.channel_id: int = self.add_channel("general")
         self._faults: list[_Injected] = []
         self._in_flight: set[asyncio.Task[Any]] = set()
+        self._listeners: list[Callable[[SentMessage], None]] = []
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
         self._routes: tuple[tuple[str, re.Pattern[str], RouteKind, _Handler], ...] = (
@@ -376,8 +377,12 @@ class DiscordEmulator:
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
+        try:
+            site = web.TCPSite(runner, "127.0.0.1", 0)
+            await site.start()
+        except BaseException:  # it cannot listen (or was cancelled): leave nothing running
+            await runner.cleanup()
+            raise
         self._runner = runner
         self._port = int(runner.addresses[0][1])
 
@@ -437,6 +442,14 @@ class DiscordEmulator:
         messages without content (a bare embed) skipped — what cordstream reports as
         `accumulated_text` (SPEC F2)."""
         return "\n".join(m.content for m in self.messages(channel_id) if m.content)
+
+    def on_message(self, listener: Callable[[SentMessage], None]) -> Callable[[], None]:
+        """Call `listener` with each message the moment a channel accepts it (a send, in any
+        channel; not an edit), before the sender gets its answer. Returns the function that
+        removes it. A listener runs inside the emulator's request handler: it must neither block
+        nor raise (the message would be in the transcript, the send answered 500)."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
 
     # ---- faults ------------------------------------------------------------------------------
 
@@ -691,19 +704,20 @@ class DiscordEmulator:
             }
             wire["referenced_message"] = replied
         channel.wire[message_id] = wire
-        channel.transcript.append(
-            SentMessage(
-                id=message_id,
-                channel_id=channel.id,
-                content=content,
-                embeds=embeds,
-                message_reference=reference,
-                allowed_mentions=allowed,
-                pings=pings,
-                flags=flags,
-                at=asyncio.get_running_loop().time(),
-            )
+        sent = SentMessage(
+            id=message_id,
+            channel_id=channel.id,
+            content=content,
+            embeds=embeds,
+            message_reference=reference,
+            allowed_mentions=allowed,
+            pings=pings,
+            flags=flags,
+            at=asyncio.get_running_loop().time(),
         )
+        channel.transcript.append(sent)
+        for listener in list(self._listeners):
+            listener(sent)
         return _json_response(200, wire)
 
     async def _edit(self, call: _Call) -> web.StreamResponse:

@@ -7,7 +7,8 @@ a test can assert what the SDK sent as well as what the adapter made of the answ
 A `Reply` is either a JSON body with a status (an HTTP error, or a non-streaming answer) or a
 list of SSE frames built with `sse(...)`. `cut_after=n` aborts the TCP connection after `n`
 frames (a connection cut mid-stream, without the chunked terminator); `hang_after=n` sends
-`n` frames and then nothing, until the server stops.
+`n` frames and then nothing, until the server stops or, with `resume=event`, until the test
+sets the event, and then the rest of the frames (a slow model, paced by the test).
 
     async with ModelServer() as server:
         server.replies.append(Reply(frames=[sse({"x": 1}), sse_done()]))
@@ -47,6 +48,7 @@ class Reply:
     headers: Mapping[str, str] = field(default_factory=dict)
     cut_after: int | None = None
     hang_after: int | None = None
+    resume: asyncio.Event | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,18 @@ class ModelServer:
             return 0
         return sum(1 for handler in runner.server.connections if handler.transport is not None)
 
+    async def _hold(self, resume: asyncio.Event | None) -> bool:
+        """Wait until `resume` is set (True) or the server stops (False)."""
+        waits = [asyncio.ensure_future(self._stopping.wait())]
+        if resume is not None:
+            waits.append(asyncio.ensure_future(resume.wait()))
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+        return not self._stopping.is_set()
+
     def _next(self) -> Reply:
         if not self.replies:
             return Reply(status=500, body={"error": {"message": "no reply scripted"}})
@@ -133,9 +147,9 @@ class ModelServer:
                 assert request.transport is not None
                 request.transport.abort()  # no chunked terminator: the client sees a cut
                 return response
-            if reply.hang_after is not None and index == reply.hang_after:
-                await self._stopping.wait()
-                return response
+            holding = reply.hang_after is not None and index == reply.hang_after
+            if holding and not await self._hold(reply.resume):
+                return response  # the server stops: the stream is left unfinished
             await response.write(frame)
         if reply.cut_after is not None:
             assert request.transport is not None

@@ -18,6 +18,7 @@ import pytest
 
 from cordstream.domain import TokenUsage
 from cordstream.shell.chat import ChatOptions, api_key, check, run_chat, tool_specs
+from cordstream.shell.console import Failure
 from cordstream.shell.emulator import DiscordEmulator
 from tests.openai_wire import answer, tool_request
 from tests.sse import ModelServer, Reply
@@ -196,6 +197,11 @@ async def test_a_wrong_token_is_refused_clearly(monkeypatch: pytest.MonkeyPatch)
     async with DiscordEmulator() as api, ModelServer([answer("never")]) as server:
         monkeypatch.setattr(discord.http.Route, "BASE", api.base_url)
         chat = options(server, channel_id=api.channel_id, discord_token="wrong", tools=False)
-        with pytest.raises(discord.LoginFailure):
+        with pytest.raises(Failure) as refused:
             await run_chat(chat, lambda _: None, environ={})
         assert server.seen == []  # the model was not asked
+    assert str(refused.value) == (
+        f"Discord at {api.base_url} refused the bot token: Improper token has been passed."
+    )
+    assert refused.value.status == 2
+    assert isinstance(refused.value.__cause__, discord.LoginFailure)

@@ -52,10 +52,71 @@ def test_config_from_env_ignores_unset_and_empty() -> None:
     assert StreamConfig.from_env({"INACTIVITY_TIMEOUT_MS": " "}) == StreamConfig()
 
 
-def test_config_from_env_names_the_bad_variable() -> None:
-    with pytest.raises(ValueError, match="INACTIVITY_TIMEOUT_MS='soon' is not a number"):
-        StreamConfig.from_env({"INACTIVITY_TIMEOUT_MS": "soon"})
-    assert "max_message_length" in parse_env({"CORDSTREAM_MAX_MESSAGE_LENGTH": "5000"}).failure()
+# Every variable `from_env` reads, with its unit as the message states it.
+_UNITS = {
+    "INACTIVITY_TIMEOUT_MS": "a positive number of milliseconds",
+    "CORDSTREAM_SEND_MESSAGE_LIMIT": "a whole number of messages, 0 or more (0 = no limit)",
+    "CORDSTREAM_FLUSH_LIMIT": "a whole number of messages, 0 or more (0 = no limit)",
+    "CORDSTREAM_MAX_MESSAGE_LENGTH": "a whole number of characters from 200 to 2000",
+    "CORDSTREAM_HUMANIZER_DEGREE": "a humanizer degree from 0 to 3",
+}
+_BAD = {
+    "INACTIVITY_TIMEOUT_MS": ["-5", "0", "-0.0", "soon", "nan", "inf", "-inf", "1e999", "5e-324"],
+    "CORDSTREAM_SEND_MESSAGE_LIMIT": ["-1", "1.5", "many", "nan", "inf", "1e3"],
+    "CORDSTREAM_FLUSH_LIMIT": ["-1", "2.0", "forty", "nan", "inf"],
+    "CORDSTREAM_MAX_MESSAGE_LENGTH": ["199", "2001", "5000", "-1", "1950.0", "long", "nan", "inf"],
+    "CORDSTREAM_HUMANIZER_DEGREE": ["4", "-1", "1.0", "one", "nan", "inf", " 7 "],
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "given"), [(name, given) for name, values in _BAD.items() for given in values]
+)
+def test_config_from_env_names_the_variable_its_unit_and_the_text_given(
+    name: str, given: str
+) -> None:
+    """SPEC §A: a bad variable is reported as the user wrote it, not as the field it becomes
+    (never `inactivity_timeout must be … got -0.005` for `INACTIVITY_TIMEOUT_MS=-5`)."""
+    expected = f"{name} must be {_UNITS[name]}, got {given!r}"
+    with pytest.raises(ValueError, match=f"^{name} must be ") as raised:
+        StreamConfig.from_env({name: given})
+    assert str(raised.value) == expected
+    assert parse_env({name: given}).failure() == expected
+    with pytest.raises(ValueError, match=f"^{name} must be ") as from_shell:
+        ShellConfig.from_env({name: given})
+    assert str(from_shell.value) == expected
+
+
+@pytest.mark.parametrize("name", sorted(_UNITS))
+@pytest.mark.parametrize("blank", ["", " ", "\t\n"])
+def test_config_from_env_keeps_the_default_for_an_empty_variable(name: str, blank: str) -> None:
+    assert StreamConfig.from_env({name: blank}) == StreamConfig()
+
+
+def test_config_from_env_reads_each_variable_in_its_unit() -> None:
+    config = StreamConfig.from_env(
+        {
+            "INACTIVITY_TIMEOUT_MS": " 2500.5 ",
+            "CORDSTREAM_SEND_MESSAGE_LIMIT": "0",
+            "CORDSTREAM_FLUSH_LIMIT": "12",
+            "CORDSTREAM_MAX_MESSAGE_LENGTH": "200",
+            "CORDSTREAM_HUMANIZER_DEGREE": "3",
+        }
+    )
+    assert config == StreamConfig(
+        inactivity_timeout=2.5005,
+        send_message_limit=0,
+        flush_limit=12,
+        max_message_length=200,
+        humanizer_degree=3,
+    )
+
+
+def test_config_from_env_reports_the_first_bad_variable_in_table_order() -> None:
+    environ = {"CORDSTREAM_HUMANIZER_DEGREE": "9", "INACTIVITY_TIMEOUT_MS": "-5"}
+    assert parse_env(environ).failure() == (
+        "INACTIVITY_TIMEOUT_MS must be a positive number of milliseconds, got '-5'"
+    )
 
 
 def test_shell_config_from_env_reads_the_process_environment(

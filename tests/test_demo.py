@@ -53,6 +53,21 @@ async def test_demo_options_show_their_outcome(options: Options, status: str) ->
     assert provider.closed
 
 
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_demo_prints_each_message_once_as_the_channel_receives_it() -> None:
+    printed: list[str] = []
+    _, messages, _ = await run_demo(Options(humanizer=2), printed.append)
+    arrivals = [line for line in printed if "channel receives" in line]
+    assert len(arrivals) == len(messages)
+    assert arrivals[0].endswith(
+        "channel receives message (46 chars) as a reply: "
+        "Here is how **cordstream** delivers an answer."
+    )
+    previews = [line.split(": ", 1)[1].removesuffix("…") for line in arrivals]
+    assert all(p in m.content for p, m in zip(previews, messages, strict=True))
+
+
 def test_demo_command_prints_progress_transcript_and_result(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

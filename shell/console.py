@@ -1,0 +1,231 @@
+"""What the two commands share (`cordstream demo`, `cordstream chat`).
+
+- `local_discord`: the Discord emulator on 127.0.0.1 with a real `discord.Client` logged into
+  it and a user's question posted, printing a line for each message the moment the channel
+  receives it (`arrival`), so a slow model never looks hung.
+- `Failure`: something outside the command is missing or refuses (a server that cannot be
+  reached, a refused token, an SDK that is not installed). The command prints it as one line
+  on stderr, `cordstream chat: cannot reach …`, and exits with its `status` (2).
+- Checks for numbers on the command line (`positive_seconds` …), as argparse types: a bad
+  value is an argparse error, like any other usage error.
+- `say`: print a line and flush it, since stdout is often a pipe (block-buffered).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import os
+import socket
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import discord
+
+from cordstream.shell.emulator import DiscordEmulator, SentMessage, discord_client
+
+Printer = Callable[[str], None]
+
+# How much of a message's first line a progress line shows.
+PREVIEW = 60
+
+
+class Failure(Exception):
+    """A problem outside the command, reported as one line (`str(failure)`) and `status`."""
+
+    def __init__(self, message: str, status: int = 2) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def say(line: str) -> None:
+    """Print `line` to stdout now, even when stdout is a pipe. When the reader has gone
+    (`cordstream demo | head`), the rest of the output goes nowhere, quietly: the stream into
+    Discord is the command's work, and it finishes and cleans up as usual."""
+    try:
+        print(line, flush=True)
+    except BrokenPipeError:
+        # Python's own advice: point stdout at devnull, so that no later write (the flush at
+        # exit included) fails again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+# --- the local Discord -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LocalChannel:
+    """The emulator, its channel as the client sees it, the user's question to reply to, and
+    the loop time at which the question was posted (progress lines count from it)."""
+
+    api: DiscordEmulator
+    channel: discord.TextChannel
+    question: discord.PartialMessage
+    start: float
+
+
+@asynccontextmanager
+async def local_discord(question: str, out: Printer) -> AsyncIterator[LocalChannel]:
+    """Start the emulator, log a client into it, post `question` as a user; while inside,
+    `out` gets a line for each message the channel receives. Everything is closed on exit,
+    cancellation included. A failure to listen on 127.0.0.1 is a `Failure`."""
+    api = DiscordEmulator()
+    try:
+        await api.start()
+    except OSError as error:
+        where = "the local Discord emulator on 127.0.0.1"
+        raise Failure(f"cannot start {where}: {why(error)}") from error
+    try:
+        async with discord_client(api) as client:
+            channel = await client.fetch_channel(api.channel_id)
+            assert isinstance(channel, discord.TextChannel)
+            asked = api.post_user_message(question)
+            loop = asyncio.get_running_loop()
+            start = loop.time()
+            stop_listening = api.on_message(
+                lambda message: out(arrival(message, loop.time() - start))
+            )
+            try:
+                yield LocalChannel(api, channel, channel.get_partial_message(asked), start)
+            finally:
+                stop_listening()
+    finally:
+        await api.close()
+
+
+def arrival(message: SentMessage, seconds: float) -> str:
+    """`[  0.124s] channel receives message (46 chars) as a reply: Here is how …`"""
+    reply = " as a reply" if message.message_reference else ""
+    if message.embeds:
+        return f"[{seconds:7.3f}s] channel receives embed: {message.embeds[0].get('title')}{reply}"
+    first = message.content.strip().split("\n", 1)[0]
+    preview = first if len(first) <= PREVIEW else first[: PREVIEW - 1] + "…"
+    return (
+        f"[{seconds:7.3f}s] channel receives message ({len(message.content)} chars){reply}: "
+        f"{preview}"
+    )
+
+
+# --- connection failures -----------------------------------------------------------------
+
+
+def _chain(error: BaseException) -> Iterator[BaseException]:
+    """`error`, then what caused it, innermost last (each exception once). A context hidden
+    with `raise … from None` counts too: anyio hides the refused connection that way."""
+    seen: set[int] = set()
+    link: BaseException | None = error
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        yield link
+        link = link.__cause__ or link.__context__
+
+
+# The SDKs' and HTTP libraries' "could not open a connection" classes, by name (httpx2,
+# httpcore2, aiohttp), so that none of them has to be installed to recognise the others.
+_CONNECT_ERRORS = frozenset({"ConnectError", "ConnectTimeout", "ClientConnectorError"})
+
+
+def could_not_connect(error: object) -> bool:
+    """Whether `error` (or what caused it) is a failure to open a connection: refused, an
+    unknown host, a connect timeout. A connection lost later is not one."""
+    if not isinstance(error, BaseException):
+        return False
+    for link in _chain(error):
+        if isinstance(link, ConnectionRefusedError | socket.gaierror):
+            return True
+        if any(kind.__name__ in _CONNECT_ERRORS for kind in type(link).__mro__):
+            return True
+    return False
+
+
+def why(error: BaseException) -> str:
+    """What went wrong, in a few words: `connection refused`, `unknown host (…)`, `timed
+    out`, the system's words for another OS error, else the innermost cause's own text."""
+    links = list(_chain(error))
+    for link in links:
+        if isinstance(link, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(link, socket.gaierror):
+            return f"unknown host ({link.strerror or link})"
+    for link in links:
+        if isinstance(link, TimeoutError) or "Timeout" in type(link).__name__:
+            return "timed out"
+    for link in reversed(links):
+        if isinstance(link, OSError) and link.strerror:  # "Address already in use"
+            return link.strerror[:1].lower() + link.strerror[1:]
+    for link in reversed(links):
+        text = str(link).strip()
+        if text:
+            return text
+    return type(error).__name__
+
+
+# --- numbers on the command line ---------------------------------------------------------
+
+
+def _finite(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def positive_seconds(text: str) -> float:
+    """argparse type: a positive, finite number of seconds."""
+    value = _finite(text)
+    if value is None or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
+def seconds_from_now(text: str) -> float:
+    """argparse type: a finite number of seconds, 0 or more."""
+    value = _finite(text)
+    if value is None or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, 0 or more, got {text!r}")
+    return value
+
+
+def per_second(text: str) -> float:
+    """argparse type: a positive, finite rate."""
+    value = _finite(text)
+    if value is None or value <= 0:
+        raise argparse.ArgumentTypeError(
+            f"must be a positive number of chunks per second, got {text!r}"
+        )
+    return value
+
+
+def positive_tokens(text: str) -> int:
+    """argparse type: a whole number of tokens, 1 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"must be a whole number of tokens, 1 or more, got {text!r}"
+        )
+    return value
+
+
+def http_url(text: str) -> str:
+    """argparse type: an http:// or https:// address with a host (and a valid port, if any)."""
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"{error}, got {text!r}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise argparse.ArgumentTypeError(
+            f"must be an http:// or https:// address, such as http://127.0.0.1:11434/v1, "
+            f"got {text!r}"
+        )
+    return text
