@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint typecheck pytest fuzz bench soak demo lock clean
+.PHONY: test lint typecheck pytest install-check fuzz bench soak demo lock clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml constraints.txt
 	ln -sfn ../../../shell $(VENV)/src/cordstream/shell
 	touch $(STAMP)
 
-test: lint typecheck pytest
+test: lint typecheck pytest install-check
 
 lint: $(STAMP)
 	$(BIN)/ruff check domain shell tests bench examples
@@ -28,6 +28,12 @@ typecheck: $(STAMP)
 
 pytest: $(STAMP)
 	$(BIN)/pytest
+
+# The install a user does: build the wheel (with the declared setuptools floor, and as pip
+# does), install it into a fresh venv apart from the repo, import, run, type-check a bot, and
+# do it again beside a bot with its own `domain` and `shell` modules (tests/install/check.py).
+install-check: $(STAMP)
+	$(BIN)/python -m tests.install.check
 
 # The property tests with 10x the examples (about 20 minutes on 2 cores).
 fuzz: $(STAMP)
