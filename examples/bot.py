@@ -17,7 +17,10 @@ What it does:
   already shown stays in the conversation.
 - Remembers each answer as the user saw it: `TurnResult.text`, the messages of every segment
   joined by line breaks (SPEC F2), an interrupted answer's shown part included.
-- Keeps the last `HISTORY` messages per channel as the model's memory.
+- Keeps the last `HISTORY` messages per channel as the model's memory, each answer as the
+  channel shows it (`TurnResult.text`: its messages joined by line breaks).
+- Says so when the model gives no answer (`empty_response` after the retries, or a tool
+  limit): cordstream shows nothing for those.
 - Answers one user per channel at a time: another user's mention while an answer streams is
   not answered (a bot that wants a queue adds one in `Conversations.on_message`).
 
@@ -44,6 +47,9 @@ from cordstream.shell.providers import OpenAIChatProvider
 from cordstream.shell.turn import Tool
 
 HISTORY = 20
+# Turns that end with nothing more in the channel (no embed): the bot says so itself.
+UNANSWERED = frozenset({"empty_response", "tool_round_limit", "tool_error_limit"})
+NO_ANSWER = "Sorry, I have no answer to that."
 SYSTEM = "You are a helpful assistant in a Discord server. Answer concisely."
 
 Message = dict[str, Any]
@@ -158,6 +164,9 @@ class Conversations:
             # every segment, joined by line breaks (F2), so lines are not glued together.
             if turn.text:
                 memory.append({"role": "assistant", "content": turn.text})
+            if turn.status in UNANSWERED and running.latest is message:
+                # cordstream shows nothing for these: without a word the user sees no answer.
+                await channel.send(NO_ANSWER, reference=message, mention_author=False)
             del memory[:-HISTORY]
             if running.latest is message:
                 return  # no newer message: the turn is over
@@ -210,6 +219,11 @@ def main(environ: Mapping[str, str] = os.environ) -> int:
     if missing:
         print(f"examples/bot.py: set {', '.join(missing)} (see the README)", file=sys.stderr)
         return 2
+    try:
+        config = StreamConfig.from_env(environ)
+    except ValueError as bad:  # names the variable, its unit and the value given
+        print(f"examples/bot.py: {bad}", file=sys.stderr)
+        return 2
     client = openai.AsyncOpenAI(
         base_url=environ.get("OPENAI_BASE_URL") or None,
         api_key=environ.get("OPENAI_API_KEY") or "not-needed",
@@ -217,7 +231,7 @@ def main(environ: Mapping[str, str] = os.environ) -> int:
     conversations = Conversations(
         StreamOrchestrator(),
         openai_provider(client, environ["CORDSTREAM_MODEL"]),
-        StreamConfig.from_env(environ),
+        config,
     )
     bot = CordBot(conversations)
     bot.run(environ["DISCORD_TOKEN"], log_level=logging.INFO)

@@ -15,7 +15,7 @@ import openai
 import pytest
 
 from cordstream.shell import StreamConfig
-from examples.bot import Conversations, main, openai_provider, roll_dice
+from examples.bot import NO_ANSWER, Conversations, main, openai_provider, roll_dice
 from tests.openai_wire import answer, frame, tool_request
 from tests.sse import ModelServer, Reply, sse
 from tests.stage import Stage, stage
@@ -178,6 +178,30 @@ async def test_the_dice_tool_rolls_within_bounds_and_rejects_nonsense() -> None:
     assert all(1 <= roll <= 6 for roll in rolled["rolls"])
     with pytest.raises(ValueError, match="sides must be an integer"):
         await roll_dice({"sides": "six"})
+
+
+async def test_an_answer_that_never_comes_is_said_in_the_channel() -> None:
+    # B8: empty_response shows nothing, even after run_turn's two retries; the bot says so.
+    async with ModelServer([answer("")] * 3) as server, stage() as s:
+        conversations = bot(s, server)
+        await say(s, conversations, "hi")
+        assert conversations.results[-1].status == "empty_response"
+        assert len(server.seen) == 3
+        assert s.contents == [NO_ANSWER]
+        assert s.api.messages()[0].message_reference is not None
+        assert conversations.history[s.channel.id] == [{"role": "user", "content": "hi"}]
+
+
+async def test_main_reports_a_bad_environment_variable_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    environ = {"DISCORD_TOKEN": "t", "CORDSTREAM_MODEL": "m", "INACTIVITY_TIMEOUT_MS": "-5"}
+    assert main(environ) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "examples/bot.py: INACTIVITY_TIMEOUT_MS must be a positive number of milliseconds, "
+        "got '-5'\n"
+    )
 
 
 async def test_main_names_the_missing_environment_variables(
