@@ -177,30 +177,21 @@ def _finite(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def positive_seconds(text: str) -> float:
-    """argparse type: a positive, finite number of seconds."""
-    value = _finite(text)
-    if value is None or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
-    return value
+def _number(rule: str, accept: Callable[[float], bool]) -> Callable[[str], float]:
+    """An argparse type for a finite number that `accept`s; `rule` says what it must be."""
+
+    def parse(text: str) -> float:
+        value = _finite(text)
+        if value is None or not accept(value):
+            raise argparse.ArgumentTypeError(f"must be {rule}, got {text!r}")
+        return value
+
+    return parse
 
 
-def seconds_from_now(text: str) -> float:
-    """argparse type: a finite number of seconds, 0 or more."""
-    value = _finite(text)
-    if value is None or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds, 0 or more, got {text!r}")
-    return value
-
-
-def per_second(text: str) -> float:
-    """argparse type: a positive, finite rate."""
-    value = _finite(text)
-    if value is None or value <= 0:
-        raise argparse.ArgumentTypeError(
-            f"must be a positive number of chunks per second, got {text!r}"
-        )
-    return value
+positive_seconds = _number("a positive number of seconds", lambda value: value > 0)
+seconds_from_now = _number("a number of seconds, 0 or more", lambda value: value >= 0)
+per_second = _number("a positive number of chunks per second", lambda value: value > 0)
 
 
 def positive_tokens(text: str) -> int:

@@ -42,6 +42,8 @@ from cordstream.domain import (
     TimerFired,
     TypingPause,
     initial_state,
+    machine,
+    segments,
     step,
 )
 from cordstream.domain.embeds import EmbedSpec
@@ -224,3 +226,16 @@ def run(
     else:
         driver.text(*text)
     return driver, driver.end()
+
+
+def pack(pieces: Iterable[segments.Piece], max_len: int, *, one_each: bool = False) -> list[str]:
+    """The messages the machine's outbox makes of `pieces` (`one_each` at degrees 2 and 3),
+    for tests that segment text themselves and compare with what the machine sent."""
+    messages: list[str] = []
+    queue = tuple(pieces)
+    while queue:
+        content, taken = machine._take(queue, max_len, one_each=one_each)
+        if content:
+            messages.append(content)
+        queue = queue[taken:]
+    return messages

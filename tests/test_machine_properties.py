@@ -54,11 +54,10 @@ from cordstream.domain import (
     TimerFired,
     TokenUsage,
     capture,
-    machine,
     segments,
 )
 from tests.answers import Answer, answers, as_written, chunkings, fences_balanced, oracle_key
-from tests.driver import Driver
+from tests.driver import Driver, pack
 from tests.fuzz import examples
 
 _REQUESTERS = (None, "", "user-1", "send_message_limit", "flush_limit", "channel_deleted")
@@ -432,24 +431,13 @@ def test_E10_the_fast_path_changes_nothing(data: st.DataObject, max_len: int, de
         scanner, ops = capture.feed(scanner, chunk, fence=fence, line=line)
         segment(ops)
         if degree == 1:
-            expected += _pack(queue, max_len)
+            expected += pack(queue, max_len)
             queue.clear()
     segment(capture.close(scanner)[1])
     queue += segments.flush(seg, tail, close_markers=True)
-    expected += _pack(queue, max_len)
+    expected += pack(queue, max_len)
     assert driver.messages == expected
     assert result.messages_sent == len(expected)
-
-
-def _pack(queue: list[segments.Piece], max_len: int) -> list[str]:
-    messages: list[str] = []
-    pieces = tuple(queue)
-    while pieces:
-        content, taken = machine._take(pieces, max_len, one_each=False)
-        if content:
-            messages.append(content)
-        pieces = pieces[taken:]
-    return messages
 
 
 @settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])

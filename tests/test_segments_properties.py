@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cordstream.domain import machine, segments
+from cordstream.domain import segments
 from cordstream.domain.graphemes import is_boundary
 from tests.answers import (
     Answer,
@@ -22,6 +22,7 @@ from tests.answers import (
     same_text,
     without_closers,
 )
+from tests.driver import pack
 from tests.fuzz import examples
 
 _SETTINGS = settings(
@@ -118,18 +119,6 @@ def faithful_cases(draw: st.DrawFn) -> tuple[Answer, list[str], int, bool, bool]
         draw(st.booleans()),
         draw(st.booleans()),
     )
-
-
-def pack(pieces: list[segments.Piece], max_len: int, *, one_each: bool) -> list[str]:
-    """Messages from pieces, as the machine's outbox makes them."""
-    messages: list[str] = []
-    queue = tuple(pieces)
-    while queue:
-        content, taken = machine._take(queue, max_len, one_each=one_each)
-        if content:
-            messages.append(content)
-        queue = queue[taken:]
-    return messages
 
 
 def test_E6_the_as_written_oracle_allows_only_what_discord_trims() -> None:
