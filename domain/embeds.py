@@ -4,7 +4,9 @@
   title "Model Configuration Error" and, without a provider headline, a localized headline.
 - G2: `error_detail` digs the provider's own message out of the error and its `original`.
 - G3: description = headline + "**Details:**" block, de-duplicated and cut to fit 4096.
-- G4: everything shown is redacted (`cordstream.domain.redact`).
+- G4: everything shown is redacted (`cordstream.domain.redact`): credential shapes, private
+  hosts, and the exact `secrets` the shell passes in (the bot's token, the provider's key, the
+  values the bot registered), in the title and the description alike.
 - Everything shown passes through `graphemes.sendable` first (before redaction and the length
   cut): a surrogate pair becomes the character it encodes, a lone surrogate U+FFFD, so an
   error text holding one still yields an embed Discord accepts, and limits count what Discord
@@ -47,7 +49,7 @@ from cordstream.domain.catalogue import (
 )
 from cordstream.domain.chunks import ProviderError
 from cordstream.domain.graphemes import sendable
-from cordstream.domain.redact import redact_head
+from cordstream.domain.redact import NO_SECRETS, Secrets, redact_head
 
 EmbedColour: TypeAlias = Literal["warning", "error"]
 TITLE_LIMIT: Final = 256
@@ -130,6 +132,7 @@ def provider_error_embed(
     *,
     locale: str = DEFAULT_LOCALE,
     catalogue: Catalogue = DEFAULT_CATALOGUE,
+    secrets: Secrets = NO_SECRETS,
 ) -> EmbedSpec:
     """The embed for a provider error (G1–G5); `headline` is `describe_error`'s answer."""
     try:
@@ -142,8 +145,10 @@ def provider_error_embed(
                 else catalogue.text(locale, "description.stopped", reason=str(error.kind))
             )
         return EmbedSpec(
-            title=_shown(catalogue.text(locale, _TITLES[category]), TITLE_LIMIT),
-            description=_description(headline, detail, catalogue.text(locale, "details.label")),
+            title=_shown(catalogue.text(locale, _TITLES[category]), TITLE_LIMIT, secrets),
+            description=_description(
+                headline, detail, catalogue.text(locale, "details.label"), secrets
+            ),
             colour=_colour(category, error.retryable),
         )
     except Exception:  # composition must not turn an error report into a crash (B1)
@@ -159,28 +164,47 @@ def error_detail(error: ProviderError) -> str | None:
 
 
 def timeout_embed(
-    *, locale: str = DEFAULT_LOCALE, catalogue: Catalogue = DEFAULT_CATALOGUE
+    *,
+    locale: str = DEFAULT_LOCALE,
+    catalogue: Catalogue = DEFAULT_CATALOGUE,
+    secrets: Secrets = NO_SECRETS,
 ) -> EmbedSpec:
     """The embed for an inactivity timeout (G6, B12)."""
-    return _catalogued("timeout.title", "timeout.description", "warning", locale, catalogue)
+    return _catalogued(
+        "timeout.title", "timeout.description", "warning", locale, catalogue, secrets=secrets
+    )
 
 
 def flush_limit_embed(
-    *, locale: str = DEFAULT_LOCALE, catalogue: Catalogue = DEFAULT_CATALOGUE
+    *,
+    locale: str = DEFAULT_LOCALE,
+    catalogue: Catalogue = DEFAULT_CATALOGUE,
+    secrets: Secrets = NO_SECRETS,
 ) -> EmbedSpec:
     """The warning shown once when a stream hits its per-stream message cap (F3)."""
-    return _catalogued("flush_limit.title", "flush_limit.description", "warning", locale, catalogue)
+    return _catalogued(
+        "flush_limit.title",
+        "flush_limit.description",
+        "warning",
+        locale,
+        catalogue,
+        secrets=secrets,
+    )
 
 
 def exception_embed(
-    error: object, *, locale: str = DEFAULT_LOCALE, catalogue: Catalogue = DEFAULT_CATALOGUE
+    error: object,
+    *,
+    locale: str = DEFAULT_LOCALE,
+    catalogue: Catalogue = DEFAULT_CATALOGUE,
+    secrets: Secrets = NO_SECRETS,
 ) -> EmbedSpec:
     """The embed for a caught exception (G6, B13): its redacted message, error colour."""
     try:
         message = _exception_message(error) or catalogue.text(locale, "exception.description")
         return EmbedSpec(
-            title=_shown(catalogue.text(locale, "exception.title"), TITLE_LIMIT),
-            description=_shown(message, DESCRIPTION_LIMIT),
+            title=_shown(catalogue.text(locale, "exception.title"), TITLE_LIMIT, secrets),
+            description=_shown(message, DESCRIPTION_LIMIT, secrets),
             colour="error",
         )
     except Exception:  # the exception may be hostile; the embed must still exist
@@ -210,23 +234,23 @@ def _colour(category: _Category, retryable: bool) -> EmbedColour:
     return "warning" if retryable is True else "error"
 
 
-def _description(headline: str, detail: str | None, label: str) -> str:
+def _description(headline: str, detail: str | None, label: str, secrets: Secrets) -> str:
     """G3: the headline, then the detail block unless the headline already says it."""
-    shown_headline = _shown(headline, DESCRIPTION_LIMIT)
+    shown_headline = _shown(headline, DESCRIPTION_LIMIT, secrets)
     if detail is None:
         return shown_headline
-    block = f"\n\n{_shown(label, TITLE_LIMIT)}\n"
+    block = f"\n\n{_shown(label, TITLE_LIMIT, secrets)}\n"
     room = DESCRIPTION_LIMIT - len(shown_headline) - len(block)
-    shown_detail = redact_head(sendable(detail), max(room, 0) + 1).strip()
+    shown_detail = redact_head(sendable(detail), max(room, 0) + 1, secrets).strip()
     if not shown_detail or shown_detail in shown_headline or room < _MIN_DETAIL_ROOM:
         return shown_headline
     return shown_headline + block + _fit(shown_detail, room)
 
 
-def _shown(text: str, limit: int) -> str:
+def _shown(text: str, limit: int, secrets: Secrets) -> str:
     """`text` as Discord shows it, redacted (G4), then cut to `limit` characters with an
     ellipsis."""
-    return _fit(redact_head(sendable(text), limit + 1), limit)
+    return _fit(redact_head(sendable(text), limit + 1, secrets), limit)
 
 
 def _fit(text: str, limit: int) -> str:
@@ -236,12 +260,18 @@ def _fit(text: str, limit: int) -> str:
 
 
 def _catalogued(
-    title: MessageKey, description: MessageKey, colour: EmbedColour, locale: str, cat: Catalogue
+    title: MessageKey,
+    description: MessageKey,
+    colour: EmbedColour,
+    locale: str,
+    cat: Catalogue,
+    *,
+    secrets: Secrets,
 ) -> EmbedSpec:
     try:
         return EmbedSpec(
-            title=_shown(cat.text(locale, title), TITLE_LIMIT),
-            description=_shown(cat.text(locale, description), DESCRIPTION_LIMIT),
+            title=_shown(cat.text(locale, title), TITLE_LIMIT, secrets),
+            description=_shown(cat.text(locale, description), DESCRIPTION_LIMIT, secrets),
             colour=colour,
         )
     except Exception:  # a broken custom catalogue still yields an embed

@@ -33,10 +33,19 @@ a call costs the same on a 10 MB text as on a short one:
 The "keep together" choices err on the side of a shorter message, never of a split cluster.
 
 `cut_before` is what the splitter calls: the last boundary at or before an index (the most text
-that fits), found by stepping back at most ``_CUT_WINDOW`` (128) code points. A single cluster
-longer than that (zalgo text stacks thousands of combining marks on one letter) has no boundary
-in the window; then the cut is made at the index itself. The message limit wins over cluster
-integrity: no cut would mean no message at all.
+that fits), found by stepping back as far as the caller allows (``lowest``: for the splitter,
+where the message being cut starts). So a cluster is kept whole whenever it fits in a message
+(E7), wherever the cut falls in it: ``"x" * 1800 + "e" + "\u0301" * 200`` is cut before the
+``e``, not 128 code points back from the limit. Only a single cluster longer than the whole
+window (zalgo text stacks thousands of combining marks on one letter) has no boundary in it;
+then the cut is made at the index itself. The message limit wins over cluster integrity: no cut
+would mean no message at all.
+
+Cost (E10): a step back costs O(1) (`is_boundary`'s look-backs are bounded; regional indicators
+alternate, so at most two candidates in a run count it), and the steps a cut takes are at most
+the length of the message it ends plus that of the cluster it stepped over, which the next
+message starts with: every code point is stepped over a bounded number of times, however the
+clusters fall.
 
 Unicode data
 ------------
@@ -76,9 +85,6 @@ _CONTEXT_LIMIT: Final = 32
 
 _RI_LIMIT: Final = 64
 """GB12/GB13: how many regional indicators before the index are counted at most."""
-
-_CUT_WINDOW: Final = 128
-"""`cut_before`: how many candidate cut positions are tried before a hard cut."""
 
 
 class _Gcb(IntEnum):
@@ -470,9 +476,10 @@ def cut_before(text: str, index: int, lowest: int = 0, *, anchor: int | None = N
 
     Meant for ``0 <= lowest < index <= len(text)``: the result is then always greater than
     ``lowest`` (a splitting loop makes progress) and at most ``index`` (the message fits).
-    At most ``_CUT_WINDOW`` (128) positions are tried, from ``index`` down; when none of them is
-    a boundary (one cluster longer than the window, or than ``index - lowest``) the result is
-    ``index`` itself, a hard cut through that cluster: the message limit wins.
+    Every position down to ``lowest + 1`` may be tried, from ``index`` down; when none of them
+    is a boundary (one cluster longer than ``index - lowest``) the result is ``index`` itself, a
+    hard cut through that cluster: the message limit wins. A cluster that fits between
+    ``lowest`` and ``index`` is never cut (E7).
 
     `anchor` (passed on to `is_boundary`): a position known to be a boundary, e.g. where the
     piece being cut starts. With it, regional indicators are paired exactly, however long their
@@ -482,7 +489,7 @@ def cut_before(text: str, index: int, lowest: int = 0, *, anchor: int | None = N
     ``lowest`` up to 0; when nothing is left between them the (clamped) ``index`` is returned.
     """
     index = min(max(index, 0), len(text))
-    floor = max(lowest, 0, index - _CUT_WINDOW)
+    floor = max(lowest, 0)
     for candidate in range(index, floor, -1):
         if is_boundary(text, candidate, anchor):
             return candidate

@@ -18,10 +18,10 @@ before each chunk and feeds a `StopRequested`; it also calls `on_stream_progress
 `process_chunk` (B5).
 
 *ending*: the outcome is decided; the outbox drains (one Discord request at a time), then an
-embed if one is due, then `Finish`. Outcomes decided by the stream's own course (completed,
-function call, timeout, error) can still be overridden by a user's stop or follow-up until the
-result exists; a stop or follow-up outcome cannot. A Discord failure during delivery ends it
-quietly (10003 → `channel_deleted`, 50001 → `missing_access`) or as an `error` (F4, B13).
+embed if one is due, then `Finish`. A stop or follow-up may still arrive meanwhile (Discord can
+keep the last message waiting for seconds, a 429 say): see "Requests while the stream ends"
+below. A Discord failure during delivery ends it quietly (10003 → `channel_deleted`, 50001 →
+`missing_access`) or as an `error` (F4, B13).
 
 *finished*: every event is a no-op. `Finish` is emitted exactly once.
 
@@ -38,6 +38,34 @@ message), which keeps a fast model under Discord's per-channel rate limit. Degre
 one piece per message and pause before each further message as if typing (10 ms per
 character, 0.75–4 s, counted from the previous message). A stop, a timeout or an error
 delivers what is left at once, without pauses.
+
+Requests while the stream ends (C2, C5–C7). The outcome being delivered has an origin: the
+stream's own course (`completed`, `function_call`, `timeout`, `error`: *natural*), a
+follow-up, a user or system stop, or an internal stop (a limit, a lost channel, or a stop
+registered with an internal id, F3, F4). Until `Finish` (the result exists), an entry the
+registry hands over is resolved by this table, first match wins:
+
+    arriving    outcome so far             what happens
+    follow-up   natural                    consumed; the outcome becomes follow_up_interrupt and
+                                           the undelivered text is dropped (C6)
+    follow-up   anything else              not consumed: left for the stream that answers it
+    stop        natural or follow-up       consumed; the stop wins (C2): stopped_by_user with
+                                           its reason and context (C4, C7); a user or system
+                                           stop delivers the text still undelivered, including
+                                           what a follow-up had dropped (C6); an internal id
+                                           sends nothing more
+    stop        user or system stop        consumed, changes nothing: the stream is already
+                                           doing what it asks (the first stop's reason and
+                                           context stay)
+    stop        internal stop              not consumed: the outcome is fixed (nothing more can
+                                           be sent, the status cannot change), so the entry stays
+                                           in the registry for the bot to see (`has_stop_request`)
+
+So a stop is never silently lost: it decides the result, or the stream already stops for a
+stop, or it stays in the registry. After `Finish` every event is a no-op: an entry registered
+then stays for the next stream. `stop_context` is the context of the stop that decided the
+outcome: kept when the channel is lost during its flush (the quiet F4 ending keeps it), None
+for a follow-up and for the stream's own internal stops.
 
 Rules chosen where the SPEC is silent:
 - A chunk may have skipped its constructor's validation (a subclass overriding
@@ -106,17 +134,20 @@ from cordstream.domain.events import (
     TimerFired,
 )
 from cordstream.domain.graphemes import sendable
+from cordstream.domain.redact import NO_SECRETS, Secrets
 from cordstream.domain.requests import StopRequest, is_internal, stop_reason
 from cordstream.domain.results import StopReason, StreamResult, StreamStatus, ThoughtLog
 from cordstream.domain.usage import TokenUsage, normalize_usage
 
 Phase: TypeAlias = Literal["ready", "streaming", "ending", "finished"]
-# Who decided the outcome: the stream's own course can still be overridden by a request.
-Origin: TypeAlias = Literal["natural", "request", "internal"]
+# Who decided the outcome (see "Requests while the stream ends" in the module docstring): the
+# stream's own course, a follow-up, a user or system stop, or an internal stop.
+Origin: TypeAlias = Literal["natural", "follow_up", "stop", "internal"]
 # A persistent list (newest first) so that appending never copies: O(1) per piece (E10).
 Rope: TypeAlias = "tuple[Rope, str] | None"
-# Builds an embed from (locale, catalogue); only called when embeds are not suppressed (G7).
-_EmbedBuilder: TypeAlias = Callable[[str, Catalogue], EmbedSpec]
+# Builds an embed from (locale, catalogue, secrets); only called when embeds are not
+# suppressed (G7).
+_EmbedBuilder: TypeAlias = Callable[[str, Catalogue, Secrets], EmbedSpec]
 
 UNKNOWN_CHANNEL: Final = 10003
 MISSING_ACCESS: Final = 50001
@@ -139,6 +170,7 @@ class Settings:
     locale: str
     suppress_user_errors: bool
     catalogue: Catalogue
+    secrets: Secrets = NO_SECRETS  # removed from every embed by value (G4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +261,9 @@ class Ending:
     function_calls: tuple[FunctionCall, ...] = ()
     embed: EmbedSpec | None = None  # sent after the text; None once sent or if suppressed
     hurry: bool = False  # deliver the rest without humanizer pauses
+    # A follow-up's outcome: the pending text it dropped (C6), which a stop that overrides the
+    # follow-up before the result exists delivers after all (C2).
+    dropped: tuple[segments.Piece, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,9 +308,11 @@ def initial_state(
     locale: str = "en",
     suppress_user_errors: bool = False,
     catalogue: Catalogue = DEFAULT_CATALOGUE,
+    secrets: Secrets = NO_SECRETS,
 ) -> StreamState:
-    """A machine in phase `ready`, waiting for `Started`."""
-    settings = Settings(config, locale, suppress_user_errors, catalogue)
+    """A machine in phase `ready`, waiting for `Started`; `secrets` are removed from every
+    embed it composes (G4)."""
+    settings = Settings(config, locale, suppress_user_errors, catalogue, secrets)
     core = Core(
         phase="ready",
         settings=settings,
@@ -430,7 +467,9 @@ class _Run:
         if now < self.deadline:
             self.arm(self.deadline)  # chunks moved the deadline since the timer was armed
             return
-        embed = self.embed(lambda loc, cat: timeout_embed(locale=loc, catalogue=cat))
+        embed = self.embed(
+            lambda loc, cat, sec: timeout_embed(locale=loc, catalogue=cat, secrets=sec)
+        )
         self.end(Ending("timeout", "natural", embed=embed, hurry=True), "deliver", now)
 
     def chunk(self, chunk: object, headline: str | None, now: float) -> None:
@@ -545,72 +584,104 @@ class _Run:
 
     def provider_error(self, error: ProviderError, headline: str | None, now: float) -> None:
         embed = self.embed(
-            lambda loc, cat: provider_error_embed(error, headline, locale=loc, catalogue=cat)
+            lambda loc, cat, sec: provider_error_embed(
+                error, headline, locale=loc, catalogue=cat, secrets=sec
+            )
         )
         self.end(Ending("error", "natural", error, embed=embed, hurry=True), "deliver", now)
 
     def crash(self, error: BaseException, now: float) -> None:
         """B13: the stream is broken; nothing pending is flushed."""
-        embed = self.embed(lambda loc, cat: exception_embed(error, locale=loc, catalogue=cat))
+        embed = self.embed(
+            lambda loc, cat, sec: exception_embed(error, locale=loc, catalogue=cat, secrets=sec)
+        )
         self.end(Ending("error", "natural", error, embed=embed, hurry=True), "discard", now)
 
     def embed(self, build: _EmbedBuilder) -> EmbedSpec | None:
         settings = self.settings
         if settings.suppress_user_errors:
             return None  # G7
-        return build(settings.locale, settings.catalogue)
+        return build(settings.locale, settings.catalogue, settings.secrets)
 
     # -- requests (C4–C7) ----------------------------------------------------------------
 
     def request(self, request: StopRequest, now: float) -> None:
+        """C2, C5–C7: resolve, absorb or leave a registry entry (see the module docstring)."""
         ending = self.ending
-        if ending is not None and ending.origin != "natural":
-            if request.kind == "stop":
-                self.effects.append(ConsumeRequest(request))  # already stopping: absorbed
-            return  # a follow-up stays in the registry for the stream that serves it
+        if ending is not None:
+            origin = ending.origin
+            if request.kind == "follow_up":
+                if origin != "natural":
+                    return  # left in the registry for the stream that will answer it (C5)
+            elif origin == "stop":
+                self.effects.append(ConsumeRequest(request))  # already stopping: absorbed (C5)
+                return
+            elif origin == "internal":
+                return  # the outcome is fixed: left in the registry for the bot to see (C5)
+            # Otherwise the request overrides an outcome the stream reached on its own, or a
+            # stop overrides a follow-up (C2): the text the follow-up dropped is pending again.
+            elif ending.dropped:
+                self.out = replace(self.out, queue=self.out.queue + ending.dropped)
         self.effects.append(ConsumeRequest(request))
         reason = stop_reason(request)
         if request.kind == "follow_up":
-            resolved = Ending("follow_up_interrupt", "request", stop_reason=reason)
+            # Nothing of it is sent: a typing pause in progress is over (E9), no reason to wait.
+            resolved = Ending("follow_up_interrupt", "follow_up", stop_reason=reason, hurry=True)
             self.end(resolved, "discard", now)
         elif is_internal(request):
-            self.internal_stop(reason, now)
+            self.internal_stop(reason, now, context=request.context)
         else:
             resolved = Ending(
                 "stopped_by_user",
-                "request",
+                "stop",
                 stop_reason=reason,
                 stop_context=request.context,
                 hurry=True,
             )
             self.end(resolved, "deliver", now)  # C6: a user or system stop flushes
 
-    def internal_stop(self, reason: StopReason, now: float) -> None:
-        """C4, C6, F3, F4: the stream stops itself; nothing more is sent (but one warning)."""
+    def internal_stop(self, reason: StopReason, now: float, *, context: object = None) -> None:
+        """C4, C6, F3, F4: the stream stops itself; nothing more is sent (but one warning).
+
+        `context`: an internal stop id registered from outside keeps its caller's context (C7).
+        """
         embed = None
         if reason == "flush_limit":
-            embed = self.embed(lambda loc, cat: flush_limit_embed(locale=loc, catalogue=cat))
-        ending = Ending("stopped_by_user", "internal", stop_reason=reason, embed=embed, hurry=True)
+            embed = self.embed(
+                lambda loc, cat, sec: flush_limit_embed(locale=loc, catalogue=cat, secrets=sec)
+            )
+        ending = Ending(
+            "stopped_by_user",
+            "internal",
+            stop_reason=reason,
+            stop_context=context,
+            embed=embed,
+            hurry=True,
+        )
         self.end(ending, "discard", now)
 
     # -- ending --------------------------------------------------------------------------
 
     def end(self, ending: Ending, pending: Literal["deliver", "discard"], now: float) -> None:
         """Decide the outcome; deliver or discard what is pending (E8, C6, B13); drain."""
+        # A follow-up keeps what it drops aside: a stop may still override it (C2).
+        keep = pending == "deliver" or ending.origin == "follow_up"
         if self.phase == "streaming":
             self.effects.append(CloseProvider())
             self.capture, ops = capture.close(self.capture)
-            if pending == "discard":
+            if not keep:
                 ops = [op for op in ops if op[0] != "visible"]
             self.apply(ops)
             queue: tuple[segments.Piece, ...] = ()
-            if pending == "deliver":
+            if keep:
                 pieces = segments.flush(self.seg, self.tail, close_markers=True)
                 queue = self.out.queue + tuple(pieces)
             self.seg = _fresh_segmenter(self.settings.config)
             self.out = replace(self.out, queue=queue)
             self.tail = ""
-        elif pending == "discard":
+        if pending == "discard":
+            if keep:
+                ending = replace(ending, dropped=self.out.queue)
             self.out = replace(self.out, queue=())
         self.phase = "ending"
         self.ending = ending
@@ -694,10 +765,14 @@ class _Run:
             self.end(resolved, "discard", now)
         elif ending is None or (ending.origin == "natural" and ending.status != "error"):
             error: object = failure.error if failure.error is not None else failure
-            embed = self.embed(lambda loc, cat: exception_embed(error, locale=loc, catalogue=cat))
+            embed = self.embed(
+                lambda loc, cat, sec: exception_embed(error, locale=loc, catalogue=cat, secrets=sec)
+            )
             self.end(Ending("error", "natural", error, embed=embed, hurry=True), "discard", now)
         else:
-            self.end(ending, "discard", now)  # the first error or a stop stays the outcome
+            # The first error or a stop stays the outcome; nothing more is sent after a refusal,
+            # not even what a follow-up dropped, should a stop override it now.
+            self.end(replace(ending, dropped=()), "discard", now)
 
     def finish(self, now: float) -> None:
         ending, record, out = self.ending, self.record, self.out
@@ -773,25 +848,45 @@ def _take(queue: tuple[segments.Piece, ...], max_len: int, *, one_each: bool) ->
 
     A piece of a code block starts on its own line when packed after other text. Whitespace
     around the message is trimmed (Discord does too); whitespace-only content comes back as "".
+    `one_each` (degrees 2 and 3): one piece per message, but a punctuation-only piece is never
+    a message of its own when a piece next to it is queued and both fit (E6): it goes with the
+    piece after it, or with the one before (the segmenter's leftovers at the end of a stream).
     """
     parts: list[str] = []
     size = 0
     taken = 0
     previous: segments.Piece | None = None
+    substantive = False  # a piece with more than whitespace and punctuation is taken
     for piece in queue:
         text = piece.text
         separator = ""
-        if previous is not None and (piece.code or previous.code) and not parts[-1].endswith("\n"):
+        if (
+            previous is not None
+            and (piece.code or segments.ends_in_fence(previous))
+            and not parts[-1].endswith("\n")
+        ):
             separator = "\n"
-        if parts and size + len(separator) + len(text) > max_len:
+        # Whitespace at the end of the message is trimmed: a piece's own does not count (E7).
+        if parts and size + len(separator) + len(text.rstrip()) > max_len:
             break
         parts.append(separator + text)
         size += len(separator) + len(text)
         taken += 1
         previous = piece
-        if one_each and "".join(parts).strip():
+        if one_each and not substantive and text.strip() and not segments.lone(piece):
+            substantive = True
+        if substantive and not _lone_follows(queue, taken):
             break
     return "".join(parts).strip(), taken
+
+
+def _lone_follows(queue: tuple[segments.Piece, ...], start: int) -> bool:
+    """Whether the first piece from `start` on that is not whitespace is punctuation-only."""
+    for index in range(start, len(queue)):
+        piece = queue[index]
+        if piece.text.strip():
+            return segments.lone(piece)
+    return False
 
 
 def _items(rope: Rope) -> list[str]:

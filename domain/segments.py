@@ -36,10 +36,22 @@ Every cut counts regional indicators from where the piece being cut starts (a kn
 
 A finished piece waits (the *lookahead*) for the first character after it; if the next line
 starts with punctuation it waits for that line: a line made only of punctuation (`...`, `:)`,
-`!`) is joined to it rather than sent alone (E6), whatever the chunking, when both fit a
-message (a longer one is routed and cut like any line, E7). A line that ends a table is routed
-only after the table has become such a finished piece, exactly like a line after prose or a
-code block.
+`!`) is joined to it rather than sent alone (E6), whatever the chunking. When both do not fit
+a message and the piece is prose, the end of the piece (as little as makes them fit, cut at
+the best boundary) moves over to the punctuation instead (`_steal`). A line that ends a table
+is routed only after the table has become such a finished piece, exactly like a line after
+prose or a code block.
+
+Punctuation with no piece before it to join (the answer starts with it, or the piece before
+it could not take it, or was a split code piece that must end with its fence) becomes the
+*glue*: it waits, with the whitespace after it, and starts the next finished piece (`emit`,
+`_attach`): the first piece of a code block takes it as its `lead`, before the opening fence.
+At the end of the text (`flush`, E8) glue still waiting joins the last piece of the flush
+(`end_glue`) or, with none that can take it, goes as it is: nothing disappears, and the
+outbox still packs it with a piece queued before it (`machine._take`). Glue is capped at half
+a message, so whatever it starts keeps room (E7); a longer run of punctuation is a piece like
+any other. Every finished piece leaves through `emit`, so this holds for every path: lines,
+sentences (degree 3), overflow cuts and code.
 
 Nothing is dropped, whitespace included (E6: the text reaches Discord as the model wrote it).
 Pieces are contiguous slices of the visible text (prose, tables) or code blocks whose closing
@@ -69,11 +81,12 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Final
 
-from cordstream.domain.graphemes import cut_before
+from cordstream.domain.graphemes import cut_before, is_boundary
 from cordstream.domain.markdown import closers, closes_fence, fence_of, language_of
 
 OVERFLOW: Final = 1000
 _TABLE_ROW = re.compile(r"[ \t]*\|")
+_WORD_CHARACTER = re.compile(r"[^\W_]")  # a letter or digit, in any script
 _TERMINATORS: Final = ".!?…。！？"
 # A sentence end: Latin terminators need whitespace after them; CJK ones do not (E1).
 _SENTENCE_END = re.compile(r"[.!?…]+[\"”’)\]]*\s+|[。！？]+[」』\"”’)）\]]*\s*")
@@ -144,10 +157,12 @@ class Code:
     reopen: str  # fence plus language word, the first line of a continuation piece
     body: str  # raw text of the current piece (starts with the opening line unless continued)
     continued: bool
+    # Punctuation-only text just before the block, starting its first piece (E6); "" after it.
+    lead: str = ""
 
     @property
     def prefix(self) -> str:
-        return self.reopen + "\n" if self.continued else ""
+        return self.lead + (self.reopen + "\n" if self.continued else "")
 
     @property
     def suffix(self) -> str:
@@ -166,6 +181,9 @@ class Segmenter:
     table: bool = False
     code: Code | None = None
     lookahead: Piece | None = None
+    # Punctuation-only text (and the whitespace after it) that found no piece before it to
+    # join: it starts the next piece (E6).
+    glue: Piece | None = None
     # How long the tail may grow before `feed` has to look at it; -1 = always look.
     tail_room: int = -1
     # Whether the part of the current line already cut off by the overflow (E2) left an inline
@@ -175,9 +193,13 @@ class Segmenter:
     @property
     def buffered(self) -> str:
         """Raw text held here (not the tail): for a stray `</think>` that retracts it (E4)."""
-        parts = [self.lookahead.body if self.lookahead is not None else "", self.held]
+        parts = [
+            self.glue.body if self.glue is not None else "",
+            self.lookahead.body if self.lookahead is not None else "",
+            self.held,
+        ]
         if self.code is not None:
-            parts.append(self.code.body)
+            parts += [self.code.lead, self.code.body]
         return "".join(parts)
 
 
@@ -244,7 +266,10 @@ def flush(seg: Segmenter, tail: str, *, close_markers: bool) -> list[Piece]:
             work.held += tail
             work.table = False
     work.release_lookahead()
-    pieces = work.out + _cut(work.held, seg.max_len)
+    for piece in _cut(work.held, seg.max_len):
+        work.emit(piece)
+    work.end_glue()
+    pieces = work.out
     while pieces and not pieces[-1].text.strip():
         pieces.pop()  # whitespace at the very end ends a message: Discord would trim it
     if close_markers and pieces and not pieces[-1].code:
@@ -266,6 +291,7 @@ class _Work:
         self.table = seg.table
         self.code = seg.code
         self.lookahead = seg.lookahead
+        self.glue = seg.glue
         self.cut_in_code = seg.cut_in_code
         self.out: list[Piece] = []
 
@@ -276,8 +302,15 @@ class _Work:
         if code is not None:
             if closes_fence(line, code.fence):
                 closer = line.rstrip("\r\n")
-                if len(code.prefix) + len(code.body) + len(closer) <= self.seg.max_len:
-                    self.code = Code(code.fence, code.reopen, code.body + closer, code.continued)
+                if code.continued and not code.body.strip():
+                    # Nothing since the last piece, which ended with a closing fence of ours:
+                    # it stands for this one (a block as long as a message is not followed by
+                    # an empty one, E3).
+                    self.end_code(natural=False)
+                elif len(code.prefix) + len(code.body) + len(closer) <= self.seg.max_len:
+                    self.code = Code(
+                        code.fence, code.reopen, code.body + closer, code.continued, code.lead
+                    )
                     self.end_code(natural=True)
                 else:
                     self.end_code(natural=False)  # our own closing fence stands for it
@@ -300,7 +333,7 @@ class _Work:
         fence = fence_of(line)
         if fence is not None:
             self.release_held()
-            self.code = Code(fence, fence + language_of(line), "", continued=False)
+            self.open_code(fence, language_of(line))
             self.code_line(line)
             return
         if self.held and row != self.table:
@@ -327,19 +360,31 @@ class _Work:
         max_len = self.seg.max_len
         body = code.body
         if len(code.prefix) + len(body) + len(line) + len(code.suffix) <= max_len:
-            self.code = Code(code.fence, code.reopen, body + line, code.continued)
+            self.code = Code(code.fence, code.reopen, body + line, code.continued, code.lead)
             return
-        if body and (code.continued or not fence_of(body)):
+        lead = code.lead
+        blank = ""  # blank lines the piece holds after its opening line (E6: kept as written)
+        if _shows_code(code):
             self.emit_code(Piece(body.rstrip("\r\n"), code.prefix, code.suffix, code=True))
-        # The opening line alone is not worth a message: the reopen prefix stands for it.
-        prefix, suffix = code.reopen + "\n", code.suffix
-        room = max(1, max_len - len(prefix) - len(suffix))
+            lead = ""
+        else:
+            blank = body if code.continued else body.partition("\n")[2]
+        # The opening line alone is not worth a message: the reopen prefix stands for it, and
+        # the blank lines after it start the next piece (unless they would crowd it: then they
+        # fall at the cut).
+        reopen, suffix = code.reopen + "\n", code.suffix
+        if 2 * (len(lead) + len(reopen) + len(blank) + len(suffix)) > max_len:
+            blank = ""
         start = 0
-        while len(line) - start > room:
+        while len(line) - start > max(
+            1, max_len - len(lead) - len(reopen) - len(blank) - len(suffix)
+        ):
+            room = max(1, max_len - len(lead) - len(reopen) - len(blank) - len(suffix))
             end = cut_before(line, start + room, start, anchor=start)
-            self.emit_code(Piece(line[start:end], prefix, suffix, code=True))
+            self.emit_code(Piece(blank + line[start:end], lead + reopen, suffix, code=True))
+            lead = blank = ""
             start = end
-        self.code = Code(code.fence, code.reopen, line[start:], continued=True)
+        self.code = Code(code.fence, code.reopen, blank + line[start:], True, lead)
 
     def end_code(self, *, natural: bool) -> None:
         code = self.code
@@ -348,13 +393,32 @@ class _Work:
         body = code.body
         if natural:
             self.finish(Piece(body, code.prefix, code=True))
-        elif body.strip() and (code.continued or fence_of(body) is None):
+        elif _shows_code(code):
             self.finish(Piece(body.rstrip("\r\n"), code.prefix, code.suffix, code=True))
-        # else: an opening fence with nothing after it is markup alone; nothing to show
+        elif code.lead:
+            # An opening fence with nothing after it is markup alone, nothing to show; the
+            # punctuation before it waits for the next piece again (E6).
+            self.emit(Piece(code.lead))
+
+    def open_code(self, fence: str, language: str) -> Code:
+        """A block opens. Punctuation waiting for the next piece starts its first piece (E6):
+        it is at most half a message (`emit`), so the block keeps room."""
+        lead = ""
+        glue = self.glue
+        if glue is not None:
+            self.glue = None
+            lead = glue.body
+            if not lead.endswith("\n"):
+                # Degree 3 cut a sentence ("... ") off the line the fence then starts: the fence
+                # goes on a line of its own, as the outbox packs code after text anyway.
+                lead += "\n"
+        code = Code(fence, fence + language, "", continued=False, lead=lead)
+        self.code = code
+        return code
 
     def emit_code(self, piece: Piece) -> None:
         self.release_lookahead()
-        self.out.append(piece)
+        self.emit(piece)
 
     # -- finished pieces and E6 ----------------------------------------------------------
 
@@ -362,16 +426,72 @@ class _Work:
         if not piece.text.strip():
             self.blank(piece.body)
             return
+        if self.lookahead is not None and lone(piece) and self.join_lookahead(piece.body):
+            return  # E6: punctuation joins the piece before it (a sentence at degree 3)
         self.release_lookahead()
         if piece.suffix:  # a split code piece: nothing may be appended after its fence
-            self.out.append(piece)
-        else:
-            self.lookahead = piece
+            self.emit(piece)
+            return
+        glue = self.glue
+        if glue is not None:  # punctuation waiting for the next piece: this one (E6)
+            self.glue = None
+            *ready, piece = _attach(glue, piece, self.seg.max_len)
+            self.out.extend(ready)
+        self.lookahead = piece
 
     def release_lookahead(self) -> None:
         if self.lookahead is not None:
-            self.out.append(self.lookahead)
+            self.emit(self.lookahead)
             self.lookahead = None
+
+    def emit(self, piece: Piece) -> None:
+        """Every finished piece leaves through here (E6): a punctuation-only piece that gets
+        here found no piece before it to join, so it becomes the *glue* and starts the next
+        piece instead, with the whitespace that follows it; see the module docstring."""
+        glue = self.glue
+        cap = self.seg.max_len // 2
+        if glue is None:
+            if piece.size <= cap and lone(piece):
+                self.glue = piece
+            else:
+                self.out.append(piece)
+            return
+        if lone(piece) or not piece.text.strip():
+            if glue.size + piece.size <= cap:
+                self.glue = Piece(glue.body + piece.body)
+                return
+            self.out.append(glue)  # half a message of punctuation is no lone line (E7)
+            self.glue = None
+            self.emit(piece)
+            return
+        self.glue = None
+        self.out.extend(_attach(glue, piece, self.seg.max_len))
+
+    def end_glue(self) -> None:
+        """The end of the text (E8) with punctuation still waiting for a next piece that never
+        came: it joins the last piece of this flush when that one can take it, else it goes as
+        it is (E6: nothing disappears; the outbox still packs it with a piece before it)."""
+        glue = self.glue
+        if glue is None:
+            return
+        self.glue = None
+        out = self.out
+        index = len(out) - 1
+        while index >= 0 and not out[index].text.strip():
+            index -= 1  # whitespace after the piece stays between it and the punctuation
+        if index >= 0 and not out[index].suffix:
+            last = out[index]
+            between = "".join(piece.body for piece in out[index + 1 :])
+            separator = _separator(last) if not between else ""
+            text = separator + between + glue.body
+            if last.size + len(text) <= self.seg.max_len:
+                out[index:] = [Piece(last.body + text, last.prefix, code=last.code)]
+                return
+            stolen = None if last.prefix or last.code else _steal(last.body, text, self.seg.max_len)
+            if stolen is not None:
+                out[index:] = [Piece(stolen[0]), Piece(stolen[1])]
+                return
+        out.append(glue)
 
     def blank(self, text: str) -> None:
         """Whitespace between pieces (blank lines) is kept, so pieces that share a message show
@@ -381,7 +501,9 @@ class _Work:
         starts or ends, as Discord does) and never a piece punctuation joins.
 
         A run of whitespace is kept up to a message's length: pieces on either side of a
-        longer run cannot share a message, so all of it falls at message edges anyway.
+        longer run cannot share a message, so all of it falls at message edges anyway. After a
+        full prose piece it stays with that piece, past the message length: whitespace at a
+        message's end does not count (the outbox trims it, `machine._take`).
         """
         max_len = self.seg.max_len
         ahead = self.lookahead
@@ -394,19 +516,39 @@ class _Work:
             if ahead.size + len(separator) + len(text) <= max_len:
                 self.lookahead = Piece(ahead.body + separator + text, ahead.prefix, code=ahead.code)
                 return
+            if not (ahead.prefix or ahead.code):
+                # A full prose piece keeps the whitespace after it (a run of at most a message;
+                # trimmed where its message ends, so it never makes one longer, E7) and keeps
+                # waiting: punctuation after the blank line can still take its end along (E6).
+                body = ahead.body
+                trailing = len(body) - len(body.rstrip())
+                if trailing < max_len:
+                    self.lookahead = Piece(body + text[: max_len - trailing])
+                return
             self.release_lookahead()
         self.lookahead = Piece(text[:max_len])
 
     def join_lookahead(self, text: str) -> bool:
         """E6: punctuation-only `text` joins the finished piece waiting before it, when there
-        is one (whitespace waiting is none) and both fit a message. False when it did not."""
+        is one (whitespace waiting is none) and both fit a message; when that piece is prose
+        too full to take it, the end of that piece moves over to it (`_steal`). False when it
+        did not join."""
         ahead = self.lookahead
         if ahead is None or not ahead.text.strip():
             return False
         separator = _separator(ahead)
-        if ahead.size + len(separator) + len(text) > self.seg.max_len:
+        max_len = self.seg.max_len
+        if ahead.size + len(separator) + len(text) <= max_len:
+            self.lookahead = Piece(ahead.body + separator + text, ahead.prefix, code=ahead.code)
+            return True
+        if ahead.prefix or ahead.suffix or ahead.code:
             return False  # routed as a line of its own, cut to size like any other (E7)
-        self.lookahead = Piece(ahead.body + separator + text, ahead.prefix, code=ahead.code)
+        stolen = _steal(ahead.body, text, max_len)
+        if stolen is None:
+            return False
+        self.lookahead = None
+        self.emit(Piece(stolen[0]))
+        self.lookahead = Piece(stolen[1])
         return True
 
     # -- the tail ------------------------------------------------------------------------
@@ -429,6 +571,8 @@ class _Work:
             end = match.end()
             if end >= len(tail) or not _is_sentence_end(tail, match.start(), end):
                 continue
+            if not is_boundary(tail, end):
+                continue  # a mark on the space after it (E7): not a place to cut
             if EVEN.plus(tail[start:end]).closed:
                 self.finish(Piece(tail[start:end]))
                 start = end
@@ -450,14 +594,15 @@ class _Work:
                 return self.overflow_prose(tail)
             # E3: an opening fence line longer than the overflow size, still arriving: open
             # the block now, as `line` does for the complete line, and cut the line as code.
-            self.code = Code(fence, fence + language_of(tail), "", continued=False)
-        code = self.code
+            code = self.open_code(fence, language_of(tail))
+        else:
+            code = self.code
         room = seg.max_len - len(code.prefix) - len(code.suffix) - len(code.body)
         if len(tail) > room:
             self.code_line(tail)  # emits whole pieces; keeps the rest as the piece body
             rest = self.code
             assert rest is not None
-            self.code = Code(rest.fence, rest.reopen, "", rest.continued)
+            self.code = Code(rest.fence, rest.reopen, "", rest.continued, rest.lead)
             return rest.body
         return tail
 
@@ -468,7 +613,7 @@ class _Work:
             # Never cut at the end of what has arrived: the next chunk may extend that
             # character's cluster (a skin tone after its emoji, E7).
             end = _best_cut(tail, start, min(seg.max_len, len(tail) - start - 1))
-            self.out.append(Piece(tail[start:end]))
+            self.emit(Piece(tail[start:end]))
             if tail.count("`", start, end) % 2:
                 self.cut_in_code = not self.cut_in_code
             start = end
@@ -496,6 +641,7 @@ class _Work:
             self.table,
             code,
             self.lookahead,
+            self.glue,
             room,
             self.cut_in_code,
         )
@@ -512,15 +658,86 @@ def _separator(piece: Piece) -> str:
     ends with its closing fence, the newline after it taken off (so the outbox can pack the
     block): that newline, so the next text is never glued onto the fence.
     """
-    return "\n" if piece.code and not piece.body.endswith("\n") else ""
+    return "\n" if ends_in_fence(piece) else ""
+
+
+def ends_in_fence(piece: Piece) -> bool:
+    """Whether `piece` ends with a code block's closing fence, its newline taken off: text
+    after it must start on a new line. Not once text joined it after its fence (E6: `...` after
+    a block, then `!` at degree 3: "...!" is not cut by a line break)."""
+    if not piece.code:
+        return False
+    if piece.suffix:
+        return True  # the closing fence cordstream added
+    body = piece.body
+    last = body[body.rfind("\n") + 1 :].strip()
+    return bool(last) and not last.strip("`")
+
+
+def _shows_code(code: Code) -> bool:
+    """Whether the block's current piece holds code to show: more than whitespace, and, in a
+    first piece, more than the opening fence line and blank lines (an empty block, E3)."""
+    body = code.body
+    if code.continued:
+        return bool(body.strip())
+    return bool(body.partition("\n")[2].strip())
+
+
+def lone(piece: Piece) -> bool:
+    """A punctuation-only piece of prose (E6): never a message of its own."""
+    return not piece.code and not piece.suffix and _punctuation_only(piece.body)
+
+
+def _attach(glue: Piece, piece: Piece, max_len: int) -> list[Piece]:
+    """The punctuation `glue` (at most half a message) starting `piece` (E6), as pieces that
+    fit a message: one when both fit, else the glue and the start of a prose piece cut at its
+    best boundary, then the rest. A code block's first piece already made room for it (its
+    `lead`); a later code piece that cannot take it gets it as a piece before it."""
+    if glue.size + piece.size <= max_len:
+        if piece.code:
+            separator = "" if glue.body.endswith("\n") else "\n"
+            return [Piece(piece.body, glue.body + separator + piece.prefix, piece.suffix, True)]
+        return [Piece(glue.body + piece.body, piece.prefix, piece.suffix)]
+    if piece.code or piece.prefix:
+        return [glue, piece]
+    body = piece.body
+    end = _best_cut(body, 0, max_len - glue.size - len(piece.suffix))
+    first = Piece(glue.body + body[:end])
+    return [first, Piece(body[end:], suffix=piece.suffix)] if end < len(body) else [first]
+
+
+def _steal(body: str, text: str, max_len: int) -> tuple[str, str] | None:
+    """E6 when a full prose piece `body` cannot take the punctuation `text` after it: cut the
+    end of `body` off to go with `text`, as little as makes them fit, at the best boundary
+    (newline, whitespace, grapheme, E7). None when `text` is over half a message, or `body`
+    has no room to give. Costs one message's length, once per such line."""
+    if 2 * len(text) > max_len:
+        return None
+    last = len(body.rstrip())  # what moves over must show something besides whitespace
+    lowest = len(body) + len(text) - max_len  # the least that must move for both to fit
+    if lowest < 1 or lowest >= last:
+        return None
+    cut = body.rfind("\n", lowest, last)
+    if cut != -1 and is_boundary(body, cut + 1):
+        cut += 1
+    else:
+        cut = next(
+            (i + 1 for i in range(last - 1, lowest - 1, -1) if body[i].isspace()),
+            -1,
+        )
+        if cut == -1 or not is_boundary(body, cut):
+            cut = cut_before(body, last - 1, lowest - 1) if last - 1 > lowest - 1 else lowest
+    if cut < lowest or cut >= last:
+        return None
+    return body[:cut], body[cut:] + text
 
 
 def _punctuation_only(text: str) -> bool:
     """True for text like `...`, `:)`, `!` (E6); False for empty text and for emoji."""
     stripped = text.strip()
-    return bool(stripped) and all(
-        c.isspace() or unicodedata.category(c).startswith("P") for c in stripped
-    )
+    if not stripped or _WORD_CHARACTER.search(stripped) is not None:
+        return False  # a letter or digit anywhere: decided in C, for most lines at once
+    return all(c.isspace() or unicodedata.category(c).startswith("P") for c in stripped)
 
 
 def _is_sentence_end(text: str, start: int, end: int) -> bool:
@@ -548,13 +765,15 @@ def _best_cut(text: str, start: int, limit: int) -> int:
     newline = text.rfind("\n", floor, end)
     if newline != -1:
         return newline + 1
+    # A space can carry a combining mark (E7: " \u0301" is one cluster): each cut is checked.
     best = -1
     for match in _SENTENCE_END.finditer(text, floor, end):
-        best = match.end()
+        if is_boundary(text, match.end()):
+            best = match.end()
     if best != -1:
         return best
     for index in range(end - 1, floor - 1, -1):
-        if text[index].isspace():
+        if text[index].isspace() and is_boundary(text, index + 1):
             return index + 1
     return cut_before(text, end, start, anchor=start)  # `start` is a boundary (E7)
 

@@ -3,18 +3,24 @@
 An `Answer` is markup a model might write (prose, quotes, parentheses, emoji and CJK, tables,
 code fences, think and details blocks, punctuation-only lines, very long lines) together with
 the *visible* text (think/details removed) and the details bodies, computed independently of
-the code under test. `oracle_key` is how delivered text is compared with visible text:
-"modulo whitespace at split points and added fences" (SPEC E, hypothesis invariants).
+the code under test.
 
-Whitespace. `shown` is the one normalization the whitespace-exact oracles allow: Discord trims
-the leading and trailing whitespace of a whole message, nothing else. `as_written` checks that
-messages show the visible text exactly as the model wrote it, blank lines and indentation
-included, apart from that trimming at message edges (E6: content reaches Discord as written).
+Whitespace, written down once. `shown` is the one normalization of whitespace the oracles
+allow: Discord trims the leading and trailing whitespace of a whole message, nothing else.
+`as_written` checks that messages show the visible text exactly as the model wrote it, blank
+lines and indentation included, apart from that trimming at message edges (E6: content reaches
+Discord as written) and, with `fences=True`, the fences cordstream adds to a code block it
+splits (E3). `oracle_key` (all whitespace removed) is only for text still in the buffers, whose
+message edges are not known yet.
+
+Fences. `fences_balanced` pairs fences as Markdown does: a closing fence is backticks alone on
+their line, so "```After" closes nothing.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -151,22 +157,47 @@ def chunkings(draw: st.DrawFn, text: str) -> list[str]:
 
 
 _FENCE_LINE = re.compile(r"^[ \t]*`{3,}[^`\n]*$", re.MULTILINE)
+# Markdown's fences, as Discord renders them (E3): a line of three or more backticks, after
+# indentation, opens a block, with an info string that holds no backtick; only a line of at
+# least as many backticks and nothing else (spaces aside) closes it. "```After" closes nothing.
+_OPENING_FENCE = re.compile(r"[ \t]*(`{3,})[^`\n]*\Z")
+_CLOSING_FENCE = re.compile(r"[ \t]*(`{3,})[ \t]*\r?\Z")
 _WHITESPACE = re.compile(r"\s+")
 AUTO_CLOSERS = set('*~`)"')
 
 
 def oracle_key(text: str) -> str:
-    """Text with fence lines and all whitespace removed: what must survive delivery exactly."""
+    """Text with fence lines and all whitespace removed. Coarse: for text still in the buffers
+    (`tests/test_machine_properties.py`), where message edges are not known yet. What reached
+    the channel is compared whitespace-exactly, with `as_written`."""
     return _WHITESPACE.sub("", _FENCE_LINE.sub("", text))
 
 
+def open_fence(text: str) -> str | None:
+    """The fence of the block still open at the end of `text`, or None (E3)."""
+    fence: str | None = None
+    for line in text.split("\n"):
+        if fence is None:
+            opening = _OPENING_FENCE.match(line)
+            if opening is not None:
+                fence = opening.group(1)
+        else:
+            closing = _CLOSING_FENCE.match(line)
+            if closing is not None and len(closing.group(1)) >= len(fence):
+                fence = None
+    return fence
+
+
 def fences_balanced(message: str) -> bool:
-    """Every code fence a message opens, it closes (E3): an even number of fence lines."""
-    return len(_FENCE_LINE.findall(message)) % 2 == 0
+    """Every code block a message opens, it closes (E3), as Markdown pairs fences: a closing
+    fence is backticks alone on their line, so prose glued to it ("```After") leaves the block
+    open, and a shorter run inside a longer fence is code."""
+    return open_fence(message) is None
 
 
 def same_text(delivered: str, visible: str) -> bool:
-    """Nothing lost, nothing duplicated; the end may carry auto-closed markers (E8)."""
+    """Coarse (whitespace ignored): nothing lost, nothing duplicated; the end may carry
+    auto-closed markers (E8). For tests outside the text's own rules; those use `as_written`."""
     got, want = oracle_key(delivered), oracle_key(visible)
     return got == want or (got.startswith(want) and set(got[len(want) :]) <= AUTO_CLOSERS)
 
@@ -176,32 +207,67 @@ def without_closers(text: str) -> str:
     return oracle_key(text).rstrip("".join(AUTO_CLOSERS))
 
 
+def punctuation_only(content: str) -> bool:
+    """A message made only of punctuation (`...`, `:)`, `!`), which E6 never sends alone."""
+    text = shown(content)
+    return bool(text) and all(c.isspace() or unicodedata.category(c)[0] == "P" for c in text)
+
+
+def no_lone_punctuation(messages: Sequence[str], visible: str) -> None:
+    """E6: no message is punctuation alone, unless the whole answer is (nothing disappears;
+    fence lines aside: one with nothing after it is not sent, E3)."""
+    if punctuation_only(_FENCE_LINE.sub("", visible)):
+        return
+    lone = [m for m in messages if punctuation_only(m)]
+    assert not lone, (lone, [m[:40] for m in messages])
+
+
 def shown(content: str) -> str:
     """What Discord displays of a message's content: leading and trailing whitespace of the
     whole message trimmed (Discord does it), everything inside — blank lines, indentation —
-    exactly as sent. The only normalization `as_written` allows."""
+    exactly as sent. The only normalization of whitespace any oracle here allows."""
     return content.strip()
 
 
 _LEADING_WHITESPACE = re.compile(r"\s*")
+# Markup cordstream adds around a piece of a code block it had to split (E3, E8): a fence line
+# that reopens the block at a message's start, a fence that closes it at a message's end.
+_ADDED_OPENING = re.compile(r"[ \t]*`{3,}[^`\n]*\n")
+_ADDED_CLOSING = re.compile(r"\n[ \t]*`{3,}\Z")
+_BLANK_LINES = re.compile(r"(?:[ \t]*\n)*")
+_TEXT_FENCE_LINE = re.compile(r"[ \t]*`{3,}[^`\n]*(\n|\Z)")
 
 
 def as_written(
-    messages: Sequence[str], text: str, *, closers: bool = False
+    messages: Sequence[str], text: str, *, closers: bool = False, fences: bool = False
 ) -> list[tuple[int, int]]:
     """Where each message sits in `text`; asserts that the messages, as Discord shows them
     (`shown`), are `text` in order with only whitespace left out between them and at both
     ends: no character lost, added, duplicated or moved, and no blank line lost between two
     pieces that share a message. With `closers`, the last message may end with the inline
-    markers a final flush closes (E8). Linear in the text."""
+    markers a final flush closes (E8). With `fences`, a message may also carry the fences
+    cordstream adds to a code block it splits or closes (E3, E8): a reopening fence line at its
+    start (standing for the model's opening line when that one was too long to send) and a
+    closing fence at its end (standing for the model's own when that one did not fit, or for
+    none at all at the end of the answer); an opening fence line with nothing after it is
+    markup alone and may be missing (E3). Everything else, whitespace included, is exact.
+    Linear in the text."""
     spans: list[tuple[int, int]] = []
     position = 0
+    ours_closed = False  # the previous message ended with a fence cordstream added
     for index, content in enumerate(messages):
         message = shown(content)
         match = _LEADING_WHITESPACE.match(text, position)
         assert match is not None
         start = match.end()
-        if closers and index == len(messages) - 1:
+        last = closers and index == len(messages) - 1
+        if fences and not _holds(text, message, start, last):
+            start, message, ours_closed = _without_added_fences(
+                message, text, position, start, ours_closed=ours_closed, closers=last
+            )
+        else:
+            ours_closed = False
+        if last:
             # The longest prefix the text holds, once only added closers are taken off.
             while message and message[-1] in AUTO_CLOSERS and not text.startswith(message, start):
                 message = message[:-1]
@@ -211,5 +277,60 @@ def as_written(
         )
         position = start + len(message)
         spans.append((start, position))
-    assert not text[position:].strip(), f"lost at the end: {text[position : position + 60]!r}"
+    rest = text[position:]
+    if fences:  # the model's closing fence our own stood for, or a fence line alone (E3)
+        rest = _TEXT_FENCE_LINE.sub("", rest.lstrip(), count=1)
+    assert not rest.strip(), f"lost at the end: {rest[:60]!r}"
     return spans
+
+
+def _holds(text: str, message: str, start: int, closers: bool) -> bool:
+    """Whether `text` holds `message` at `start`, but for added closers when `closers`."""
+    if closers:
+        message = message.rstrip("".join(AUTO_CLOSERS))
+    return text.startswith(message, start)
+
+
+def _without_added_fences(
+    message: str, text: str, position: int, start: int, *, ours_closed: bool, closers: bool
+) -> tuple[int, str, bool]:
+    """`as_written` with fences: where `message` starts in `text` once the fence markup
+    cordstream added is taken off it, the message without it, and whether it ended with an
+    added closing fence. The first reading that fits wins; none fits: the message as it is."""
+    closing = _ADDED_CLOSING.search(message)
+    shapes = [(message, False)]
+    if closing is not None:
+        shapes.append((message[: closing.start()], True))
+    for shape, closed in shapes:
+        for begin, body in _starts(shape, text, position, start, ours_closed):
+            if _holds(text, body, begin, closers):
+                return begin, body, closed
+    return start, message, False
+
+
+def _starts(
+    message: str, text: str, position: int, start: int, ours_closed: bool
+) -> list[tuple[int, str]]:
+    """Where `message` may start: at `start`; after the model's closing fence that an added
+    one stood for; or, without an added reopening fence line, after the model's own opening
+    line (which it replaced) or anywhere in the whitespace before `start` (a continued block's
+    first line keeps its indentation)."""
+    starts = [(start, message)]
+    own = _TEXT_FENCE_LINE.match(text, start)
+    if ours_closed and own is not None:
+        starts.append((_skip_space(text, own.end()), message))
+    added = _ADDED_OPENING.match(message)
+    if added is not None:
+        body = message[added.end() :]
+        if own is not None:  # blank lines after it fall at the split (E3)
+            blank = _BLANK_LINES.match(text, own.end())
+            assert blank is not None
+            starts += [(own.end(), body), (blank.end(), body)]
+        starts += [(candidate, body) for candidate in range(position, start + 1)]
+    return starts
+
+
+def _skip_space(text: str, position: int) -> int:
+    match = _LEADING_WHITESPACE.match(text, position)
+    assert match is not None
+    return match.end()

@@ -303,6 +303,19 @@ XAI_KEY: Final = _fake("xai-", 40)
 JWT: Final = _fake("eyJhbGciOiJIUzI1NiJ9.", 30) + "." + _fake("", 20)
 OPAQUE_TOKEN: Final = _fake("", 32)
 MASKED_KEY: Final = "sk-proj-ab" + "*" * 24 + "cdEF"
+_BASE64URL = _ALNUM + "_-"
+DISCORD_TOKEN: Final = (
+    _fake("MTA4NjY3NzY5MjM0ODc3OTY0OQ.", 6, _BASE64URL) + "." + _fake("", 38, _BASE64URL)
+)
+URL_PASSWORD: Final = _fake("pw-", 20)
+BASIC_CREDENTIAL: Final = _fake("", 24) + "=="
+AZURE_KEY: Final = _fake("", 32, "0123456789abcdef")
+AWS_SECRET: Final = _fake("wJalr/", 30) + "EXAM"
+HF_TOKEN: Final = _fake("hf_", 34)
+GITHUB_TOKEN: Final = _fake("ghp_", 36)
+SLACK_TOKEN: Final = "xoxb-1234567890-1234567890123-" + _fake("", 24)
+PEM_BODY: Final = _fake("MIIEpAIBAAKCAQEA", 64, _ALNUM + "+/")
+PRIVATE_HOST: Final = "vllm-gpu-cluster.internal"
 
 
 @dataclass(frozen=True)
@@ -377,6 +390,33 @@ SECRETS: Final[tuple[SecretCase, ...]] = (
         headline=f"The provider rejected {XAI_KEY}",
     ),
     SecretCase("in-a-raised-exception", RuntimeError(f"boom with {ANTHROPIC_KEY}"), ANTHROPIC_KEY),
+    SecretCase("discord-bot-token", _error(f"Improper token: {DISCORD_TOKEN}"), DISCORD_TOKEN),
+    SecretCase(
+        "password-in-a-url",
+        _error(f"connect https://svc:{URL_PASSWORD}@llm.example.com/v1 failed"),
+        URL_PASSWORD,
+    ),
+    SecretCase(
+        "authorization-basic",
+        _error(f"sent Authorization: Basic {BASIC_CREDENTIAL}"),
+        BASIC_CREDENTIAL,
+    ),
+    SecretCase("azure-api-key-header", _error(f"401 with api-key: {AZURE_KEY}"), AZURE_KEY),
+    SecretCase("aws-secret-access-key", _error(f"bad secret {AWS_SECRET} for bucket"), AWS_SECRET),
+    SecretCase("hugging-face-token", _error(f"Invalid user token {HF_TOKEN}."), HF_TOKEN),
+    SecretCase("github-token", _error(f"Bad credentials ({GITHUB_TOKEN})"), GITHUB_TOKEN),
+    SecretCase("bare-jwt", _error(f"id_token {JWT} expired"), JWT),
+    SecretCase("slack-token", _error(f"invalid_auth for {SLACK_TOKEN}"), SLACK_TOKEN),
+    SecretCase(
+        "pem-private-key",
+        _error(f"bad key -----BEGIN PRIVATE KEY-----\n{PEM_BODY}\n-----END PRIVATE KEY-----"),
+        PEM_BODY,
+    ),
+    SecretCase(
+        "private-host-in-a-url",
+        _error(f"Cannot connect to host http://{PRIVATE_HOST}:8000/v1 ssl:default"),
+        PRIVATE_HOST,
+    ),
     SecretCase(
         "repeated-megabytes",
         _error(f"{OPENAI_KEY} " * 100_000),

@@ -137,6 +137,25 @@ def test_E4_a_stray_closing_tag_before_anything_was_sent_captures_everything() -
     assert result.thought_log.raw == "reasoning here\nand here"
 
 
+@pytest.mark.parametrize("size", [1, 2, 3, 100])
+@pytest.mark.parametrize(
+    ("text", "raw"),
+    [
+        ("<think>a</think>b</think>c", "a\n\nb"),  # the issue's example
+        ("<think>a</think>\nb\n</think>c", "a\n\nb"),
+        ("<THINK>a</THINK>b</think>c", "a\n\nb"),
+        ("<think>a</think>...\n</think>c", "a\n\n..."),  # punctuation waiting (E6) is unsent
+    ],
+)
+def test_E4_a_stray_closing_tag_after_earlier_reasoning(text: str, raw: str, size: int) -> None:
+    """What came after the first block and before the stray tag was reasoning too: it joins the
+    raw log as a block of its own (a blank line between), and only what follows is sent."""
+    driver, result = run(text, size=size)
+    assert driver.messages == ["c"]
+    assert result.thought_log is not None
+    assert result.thought_log.raw == raw
+
+
 def test_E4_provider_thoughts_go_to_the_summary_and_raw_logs() -> None:
     driver = started()
     driver.chunk(TextChunk("Hi\n", thoughts=(Thought("summary", "S1"), Thought("raw", "R1"))))

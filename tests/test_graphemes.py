@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 
 from cordstream.domain.graphemes import (
     _CONTEXT_LIMIT,
-    _CUT_WINDOW,
     _EXT_PICT,
     _RI_LIMIT,
     _Gcb,
@@ -224,13 +223,23 @@ def test_E7_cut_before_stays_above_lowest() -> None:
     assert cut_before(text, 5, lowest=2) == 5  # no boundary in (2, 5]: hard cut
 
 
-def test_E7_zalgo_cluster_longer_than_window_hard_cuts() -> None:
+def test_E7_zalgo_cluster_longer_than_the_window_hard_cuts() -> None:
     text = "b" + "a" + "\u0301" * 10_000 + "c"  # boundaries at 0, 1, 10_002, 10_003
-    assert cut_before(text, 2000) == 2000
-    # Candidates are index, index - 1, ..., index - _CUT_WINDOW + 1.
-    assert cut_before(text, 1 + _CUT_WINDOW) == 1 + _CUT_WINDOW  # the boundary at 1 is too far
-    assert cut_before(text, _CUT_WINDOW) == 1  # within the window it is found
+    assert cut_before(text, 2000, lowest=1) == 2000  # no boundary in (1, 2000]: the limit wins
     assert cut_before(text, 2000, lowest=1990) == 2000
+    # Within the window, however far back, the cluster's start is found.
+    assert cut_before(text, 2000) == 1
+    assert cut_before(text, 2000, lowest=0) == 1
+    assert cut_before(text, 129) == 1  # one past the look-back the splitter once had (128)
+    assert cut_before(text, 10_002, lowest=5) == 10_002  # the cluster ends: a boundary
+
+
+def test_E7_a_cluster_that_fits_is_not_cut_however_far_back_it_starts() -> None:
+    """The issue's example: the cluster starts 150 code points before the limit."""
+    text = "x" * 1800 + "e" + "\u0301" * 200 + "y" * 400
+    assert cut_before(text, 1950, 0, anchor=0) == 1800
+    assert cut_before(text, 2000, 0) == 1800  # before the cluster's last mark: still its start
+    assert cut_before(text, 2001, 0) == 2001  # the cluster ends there: a boundary
 
 
 def test_E7_cut_before_clamps_out_of_range_arguments() -> None:
@@ -362,7 +371,7 @@ def test_E7_cut_before_returns_the_last_join_in_the_window(
     text = "".join(clusters)
     index = data.draw(st.integers(1, len(text)), label="index")
     lowest = data.draw(st.integers(0, index - 1), label="lowest")
-    in_window = [j for j in joins(clusters) if max(lowest, index - _CUT_WINDOW) < j <= index]
+    in_window = [j for j in joins(clusters) if lowest < j <= index]
     expected = max(in_window) if in_window else index
     assert cut_before(text, index, lowest) == expected
     assert lowest < expected <= index

@@ -203,6 +203,32 @@ def test_B2_started_arms_the_timer_at_now_plus_timeout() -> None:
     assert driver.state.deadline == 35.0
 
 
+@pytest.mark.parametrize("timeout", [0.001, 0.25, 0.5, 0.999])
+def test_B2_an_inactivity_timeout_under_a_second_is_kept_to_the_millisecond(
+    timeout: float,
+) -> None:
+    """A timeout between 0 and 1 s is valid (B2): armed, moved and fired in its own unit."""
+    driver = Driver(StreamConfig(inactivity_timeout=timeout))
+    assert driver.start() == (ArmTimer(timeout),)
+    driver.advance(timeout / 2)
+    driver.text("Hello")  # moves the deadline
+    assert driver.state.deadline == timeout / 2 + timeout
+    driver.fire_timer(timeout)  # early: re-armed at the moved deadline
+    assert driver.armed == timeout / 2 + timeout
+    driver.fire_timer()
+    result = driver.settle()
+    assert result.status == "timeout"
+    assert driver.messages == ["Hello"]
+
+
+@pytest.mark.parametrize(("milliseconds", "seconds"), [("1", 0.001), ("250", 0.25), ("999", 0.999)])
+def test_B2_inactivity_timeout_ms_under_a_second_is_read_from_the_environment(
+    milliseconds: str, seconds: float
+) -> None:
+    config = StreamConfig.from_env({"INACTIVITY_TIMEOUT_MS": milliseconds})
+    assert config.inactivity_timeout == seconds
+
+
 @pytest.mark.parametrize(
     "chunk",
     [
@@ -669,6 +695,61 @@ def test_B13_non_chunk_from_process_chunk_is_an_error_with_a_type_error(garbage:
     assert [e.title for e in driver.embeds] == ["Something went wrong"]
 
 
+@pytest.mark.parametrize(
+    ("garbage", "name"), [("garbage", "str"), (None, "NoneType"), ({"a": 1}, "dict"), (42, "int")]
+)
+def test_B13_the_error_names_the_type_process_chunk_returned(garbage: object, name: str) -> None:
+    driver = Driver()
+    driver.start()
+    driver.chunk(garbage)
+    result = driver.settle()
+    assert str(result.data) == f"process_chunk returned {name}, expected a ProcessedChunk"
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: TextChunk(42), "TextChunk: content must be str, got int"),  # type: ignore[arg-type]
+        (lambda: TextChunk(b"x"), "TextChunk: content must be str, got bytes"),  # type: ignore[arg-type]
+        (
+            lambda: TextChunk("x", serving_provider=3.5),  # type: ignore[arg-type]
+            "TextChunk: serving_provider must be str or None, got float",
+        ),
+        (
+            lambda: DoneChunk(serving_provider=[]),  # type: ignore[arg-type]
+            "DoneChunk: serving_provider must be str or None, got list",
+        ),
+    ],
+)
+def test_B13_a_chunk_built_with_a_bad_field_names_the_type_it_got(
+    build: Callable[[], object], message: str
+) -> None:
+    with pytest.raises(TypeError) as raised:
+        build()
+    assert str(raised.value) == message
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("content", 7, "TextChunk: content must be str, got int"),
+        ("content", None, "TextChunk: content must be str, got NoneType"),
+        ("serving_provider", 1, "TextChunk: serving_provider must be str or None, got int"),
+    ],
+)
+def test_B13_a_field_smuggled_past_validation_is_named_with_its_type(
+    field: str, value: object, message: str
+) -> None:
+    driver = Driver()
+    driver.start()
+    driver.text("pending")
+    driver.chunk(_smuggled(TextChunk("x", thoughts=(Thought("raw", "t"),)), field, value))
+    result = driver.settle()
+    assert result.status == "error"
+    assert isinstance(result.data, TypeError)
+    assert str(result.data) == message
+
+
 # --- C4–C7: requests inside the stream ----------------------------------------------------------
 
 
@@ -861,6 +942,296 @@ def test_C7_stop_context_survives_a_deleted_channel_during_the_flush() -> None:
     assert result.status == "stopped_by_user"
     assert result.stop_reason == "channel_deleted"
     assert result.stop_context is context
+
+
+# --- C2, C5, C7: requests while the last messages are in flight --------------------------------
+# The outcome is decided and a message is still on its way to Discord (a 429, a slow reply):
+# which later entry overrides which outcome ("Requests while the stream ends" in
+# domain/machine.py).
+
+
+def _in_flight_then_follow_up() -> tuple[Driver, StopRequest]:
+    """ "First line" in flight, "Second" pending; a follow-up resolved (and consumed)."""
+    driver = Driver(auto_deliver=False)
+    driver.start()
+    driver.text("First line\nSecond")
+    assert isinstance(driver.pending_send, SendMessage)
+    follow_up = StopRequest("follow_up", "bob")
+    driver.request(follow_up)
+    assert driver.consumed == [follow_up]
+    assert driver.state.core.ending is not None
+    assert driver.state.core.ending.status == "follow_up_interrupt"
+    return driver, follow_up
+
+
+@pytest.mark.parametrize(
+    ("requester", "reason"), [("bob", "user_request"), (None, "system_request")]
+)
+def test_C2_a_stop_after_a_resolved_follow_up_wins_until_the_result_exists(
+    requester: str | None, reason: StopReason
+) -> None:
+    driver, follow_up = _in_flight_then_follow_up()
+    stop = StopRequest("stop", requester, context="the /stop")
+
+    driver.advance(0.05)
+    effects = driver.request(stop)
+
+    assert ConsumeRequest(stop) in effects
+    assert driver.consumed == [follow_up, stop]
+    result = driver.settle()
+    assert result.status == "stopped_by_user"
+    assert result.stop_reason == reason
+    assert result.stop_context == "the /stop"  # C7
+    assert driver.messages == ["First line", "Second"]  # C6: the stop delivers what was dropped
+
+
+def test_C2_a_stop_after_a_follow_up_delivers_all_it_dropped_with_open_markup_closed() -> None:
+    driver = Driver(auto_deliver=False)
+    driver.start()
+    driver.text("Intro\n", "<think>hm</think>```py\nx = 1\n```\n", "and **bold")
+    driver.request(StopRequest("follow_up", "bob"))
+    assert driver.sends == [SendMessage(1, "Intro", reply=True)]
+
+    driver.request(StopRequest("stop", "bob", context="ctx"))
+
+    result = driver.settle()
+    assert result.status == "stopped_by_user"
+    assert driver.messages == ["Intro", "```py\nx = 1\n```\nand **bold**"]
+    assert result.thought_log is not None
+    assert result.thought_log.raw == "hm"
+
+
+@pytest.mark.parametrize("requester", ["send_message_limit", "flush_limit", "channel_deleted"])
+def test_C2_C7_an_internal_stop_id_after_a_follow_up_wins_and_sends_nothing_more(
+    requester: str,
+) -> None:
+    driver, follow_up = _in_flight_then_follow_up()
+    stop = StopRequest("stop", requester, context="ops")
+
+    driver.request(stop)
+
+    assert driver.consumed == [follow_up, stop]
+    result = driver.settle()
+    assert result.status == "stopped_by_user"
+    assert result.stop_reason == requester
+    assert result.stop_context == "ops"  # C7: an internal id keeps its caller's context too
+    assert driver.messages == ["First line"]
+
+
+def test_C5_a_follow_up_while_answering_a_follow_up_is_left_for_the_next_stream() -> None:
+    driver, _ = _in_flight_then_follow_up()
+    second = StopRequest("follow_up", "carol")
+
+    effects = driver.request(second)
+
+    assert not any(isinstance(e, ConsumeRequest) for e in effects)
+    result = driver.settle()
+    assert result.status == "follow_up_interrupt"
+    assert result.stop_context is None
+    assert driver.messages == ["First line"]
+
+
+def test_C2_follow_up_then_stop_then_follow_up_the_stop_stays_the_outcome() -> None:
+    driver, _ = _in_flight_then_follow_up()
+    stop = StopRequest("stop", "bob", context="ctx")
+    driver.request(stop)
+    later = StopRequest("follow_up", "carol")
+
+    effects = driver.request(later)
+
+    assert not any(isinstance(e, ConsumeRequest) for e in effects)  # left for the next stream
+    result = driver.settle()
+    assert result.status == "stopped_by_user"
+    assert result.stop_context == "ctx"
+
+
+def test_C5_C7_a_system_stop_then_a_user_stop_the_first_stays() -> None:
+    system = StopRequest("stop", None, context="shutdown")
+    user = StopRequest("stop", "bob", context="the /stop")
+    driver = Driver(auto_deliver=False)
+    driver.start()
+    driver.text("First line\nSecond")
+    driver.request(system)
+
+    effects = driver.request(user)
+
+    assert ConsumeRequest(user) in effects  # already stopping: absorbed
+    result = driver.settle()
+    assert result.stop_reason == "system_request"
+    assert result.stop_context == "shutdown"
+    assert driver.messages == ["First line", "Second"]
+
+
+def _flush_limit_warning_in_flight() -> Driver:
+    """flush_limit=1: "one" sent, the limit stops the stream, its warning embed is in flight."""
+    driver = Driver(StreamConfig(flush_limit=1), auto_deliver=False)
+    driver.start()
+    driver.text("one\n", "two\n", "three")
+    driver.deliver()  # "one"
+    assert isinstance(driver.pending_send, SendEmbed)
+    ending = driver.state.core.ending
+    assert ending is not None
+    assert ending.stop_reason == "flush_limit"
+    return driver
+
+
+@pytest.mark.parametrize("requester", ["bob", None, "send_message_limit"])
+def test_C5_a_stop_during_an_internal_stop_stays_in_the_registry(requester: str | None) -> None:
+    driver = _flush_limit_warning_in_flight()
+    stop = StopRequest("stop", requester, context="the /stop")
+
+    effects = driver.request(stop)
+
+    assert effects == ()  # the outcome is fixed: not consumed, the bot sees it
+    assert driver.consumed == []
+    result = driver.settle()
+    assert result.stop_reason == "flush_limit"
+    assert result.stop_context is None
+    assert driver.messages == ["one"]
+
+
+def test_C5_a_stop_during_an_internal_stop_from_outside_stays_in_the_registry() -> None:
+    driver = Driver(auto_deliver=False)
+    driver.start()
+    driver.text("First line\nSecond")
+    internal = StopRequest("stop", "missing_access", context="ops")
+    driver.request(internal)
+    user = StopRequest("stop", "bob", context="the /stop")
+
+    assert driver.request(user) == ()
+
+    assert driver.consumed == [internal]
+    result = driver.settle()
+    assert result.stop_reason == "missing_access"
+    assert result.stop_context == "ops"
+
+
+def test_C5_C7_a_stop_during_a_channel_lost_while_answering_a_follow_up_stays() -> None:
+    driver, _follow_up = _in_flight_then_follow_up()
+    driver.reject(DiscordFailure(10003, 404))  # the channel is gone: the outcome is fixed
+    assert driver.result is not None  # nothing was left in flight: the result exists already
+    stop = StopRequest("stop", "bob", context="ctx")
+
+    assert driver.request(stop) == ()
+
+    assert driver.result.stop_reason == "channel_deleted"
+    assert driver.result.stop_context is None
+
+
+def test_C7_the_context_of_a_stop_that_overrode_a_follow_up_survives_a_lost_channel() -> None:
+    driver, _follow_up = _in_flight_then_follow_up()
+    driver.request(StopRequest("stop", "bob", context="ctx"))
+    driver.reject_next.append(DiscordFailure(10003, 404))
+
+    driver.deliver()  # "First line"; flushing "Second" then finds the channel gone
+
+    result = driver.settle()
+    assert result.status == "stopped_by_user"
+    assert result.stop_reason == "channel_deleted"
+    assert result.stop_context == "ctx"
+    assert driver.messages == ["First line"]
+
+
+def test_C5_a_refused_send_while_answering_a_follow_up_ends_it_at_once() -> None:
+    driver, _follow_up = _in_flight_then_follow_up()
+    driver.reject(DiscordFailure(50013, 403, RuntimeError("Missing Permissions")))
+    assert driver.result is not None
+    assert driver.result.status == "follow_up_interrupt"
+
+    assert driver.request(StopRequest("stop", "bob")) == ()  # after the result: not consumed
+    assert driver.messages == []
+
+
+def _natural_ending(driver: Driver, outcome: str) -> None:
+    match outcome:
+        case "completed":
+            driver.feed(ProviderEnded(driver.now))
+        case "function_call":
+            driver.chunk(FunctionCallChunk(CALL))
+        case "timeout":
+            driver.fire_timer()
+        case "error":
+            driver.chunk(ErrorChunk(RATE_LIMITED))
+
+
+@pytest.mark.parametrize("outcome", ["completed", "function_call", "timeout", "error"])
+def test_C2_C5_on_a_natural_outcome_follow_up_then_stop_the_stop_wins(outcome: str) -> None:
+    driver = Driver(auto_deliver=False)
+    driver.start()
+    driver.text("First line\nSecond")  # "First line" in flight
+    _natural_ending(driver, outcome)
+    follow_up = StopRequest("follow_up", "bob")
+    stop = StopRequest("stop", "bob", context="ctx")
+
+    driver.request(follow_up)
+    driver.request(stop)
+
+    assert driver.consumed == [follow_up, stop]
+    result = driver.settle()
+    assert result.status == "stopped_by_user"
+    assert result.stop_context == "ctx"
+    assert driver.messages == ["First line", "Second"]
+    assert driver.embeds == []  # the stop's outcome has no embed
+
+
+@pytest.mark.parametrize("outcome", ["completed", "function_call", "timeout", "error"])
+def test_C5_C7_on_a_natural_outcome_stop_then_follow_up_the_stop_stays(outcome: str) -> None:
+    driver = Driver(auto_deliver=False)
+    driver.start()
+    driver.text("First line\nSecond")
+    _natural_ending(driver, outcome)
+    stop = StopRequest("stop", "bob", context="ctx")
+    follow_up = StopRequest("follow_up", "bob")
+
+    driver.request(stop)
+    driver.request(follow_up)
+
+    assert driver.consumed == [stop]  # the follow-up is left for the next stream
+    result = driver.settle()
+    assert result.status == "stopped_by_user"
+    assert result.stop_context == "ctx"
+    assert driver.messages == ["First line", "Second"]
+
+
+def test_C2_E9_a_stop_after_a_follow_up_delivers_without_typing_pauses() -> None:
+    driver = Driver(StreamConfig(humanizer_degree=2), auto_deliver=False)
+    driver.start()
+    driver.text("First line\n", "Second line\n", "Third\n", "Fourth")
+    assert driver.pending_send is not None  # "First line"
+    driver.request(StopRequest("follow_up", "bob"))
+    driver.request(StopRequest("stop", "bob", context="ctx"))
+
+    driver.deliver()
+
+    assert driver.pause is None
+    assert driver.pending_send is not None
+    result = driver.settle()
+    assert driver.messages == ["First line", "Second line\nThird\nFourth"]
+    assert result.stop_context == "ctx"
+
+
+def test_E9_B3_a_follow_up_during_a_typing_pause_ends_the_stream_at_once() -> None:
+    driver = Driver(StreamConfig(humanizer_degree=2))
+    driver.start()
+    driver.text("First line\n", "Second line\n", "Third")
+    assert driver.pause is not None
+
+    driver.request(StopRequest("follow_up", "bob"))
+
+    assert driver.result is not None  # nothing to send: no waiting for the pause to end
+    assert driver.result.status == "follow_up_interrupt"
+    assert driver.messages == ["First line"]
+
+
+def test_C5_a_stop_after_a_follow_up_result_is_not_consumed() -> None:
+    driver = Driver()
+    driver.start()
+    driver.text("First line\nSecond")
+    driver.request(StopRequest("follow_up", "bob"))
+    assert driver.result is not None  # nothing was in flight: the result exists at once
+
+    assert driver.request(StopRequest("stop", "bob")) == ()
+    assert driver.result.status == "follow_up_interrupt"
 
 
 def test_B13_the_first_error_stays_the_outcome_when_its_flush_is_refused() -> None:

@@ -56,7 +56,15 @@ from cordstream.domain import (
     capture,
     segments,
 )
-from tests.answers import Answer, answers, as_written, chunkings, fences_balanced, oracle_key
+from tests.answers import (
+    Answer,
+    answers,
+    as_written,
+    chunkings,
+    fences_balanced,
+    no_lone_punctuation,
+    oracle_key,
+)
 from tests.driver import Driver, pack
 from tests.fuzz import examples
 
@@ -90,6 +98,7 @@ class StreamMachine(RuleBasedStateMachine):
         self.usage: TokenUsage | None = None
         self.discarded = False
         self.follow_up_resolved_at: int | None = None
+        self.stops_consumed: list[StopRequest] = []  # stops fed before the result, consumed
         self.end_after = 0  # chunks to feed before rules that end the stream are enabled
 
     @initialize(
@@ -237,8 +246,23 @@ class StreamMachine(RuleBasedStateMachine):
         before = len(self.driver.effects)
         if kind == "follow_up":
             requester = requester or "user-2"
-        stop = StopRequest("stop" if kind == "stop" else "follow_up", requester, context="ctx")
+        # A context of its own, so the result shows which stop decided it (C7).
+        stop = StopRequest("stop" if kind == "stop" else "follow_up", requester, context=object())
+        ending = self.driver.state.core.ending
+        finished = self.driver.result is not None
         self.driver.request(stop)
+        consumed = any(
+            isinstance(e, ConsumeRequest) and e.request is stop
+            for e in self.driver.effects[before:]
+        )
+        if kind == "stop" and not finished:
+            if consumed:
+                self.stops_consumed.append(stop)
+            else:  # C5: only a fixed outcome leaves a stop in the registry, never lost
+                assert ending is not None
+                assert ending.origin == "internal", ending
+        if consumed and kind == "stop" and ending is not None and ending.origin == "follow_up":
+            self.follow_up_resolved_at = None  # C2: the stop delivers what the follow-up dropped
         self.after(before)
 
     @rule(seconds=st.floats(0, 40))
@@ -303,18 +327,31 @@ class StreamMachine(RuleBasedStateMachine):
             driver.auto_deliver = True
             driver.settle()  # raises if the stream cannot reach its result
             self.after(before)
+            self.the_channel_shows_the_text_as_written()
             for check in (
                 self.at_most_one_result,
                 self.messages_fit_and_fences_balance,
                 self.nothing_lost_nothing_duplicated,
                 self.a_follow_up_never_sends_pending_text,
                 self.result_reports_what_discord_accepted,
+                self.a_consumed_stop_decides_the_result,
             ):
                 check()
         result = driver.result
         messages = len(driver.messages)
         event(f"status: {result.status if result else driver.state.phase}")
         event(f"messages sent: {min(messages, 5)}{'+' if messages >= 5 else ''}")
+
+    def the_channel_shows_the_text_as_written(self) -> None:
+        """E6, E8, C6: at the end, whitespace included, the channel shows the visible text fed
+        (all of it when nothing was discarded), but for the edges Discord trims and the fences
+        a split adds (`tests.answers.as_written`)."""
+        if self.discarded:
+            return
+        texts = _visible_texts(self.answer, self.fed)
+        messages = self.driver.messages
+        assert _shows_as_written(messages, texts), (messages[-3:], texts)
+        no_lone_punctuation(messages, min(texts, key=len))  # E6, whatever ended the stream
 
     # -- invariants ----------------------------------------------------------------------
 
@@ -360,6 +397,19 @@ class StreamMachine(RuleBasedStateMachine):
             assert not any(isinstance(e, SendMessage) for e in later)
 
     @invariant()
+    def a_consumed_stop_decides_the_result(self) -> None:
+        """C2, C5, C7: a stop consumed before the result is never lost: the result is a stop,
+        with the context of the first stop consumed (a later one found the stream stopping)."""
+        result = self.driver.result
+        if result is None:
+            return
+        if self.stops_consumed:
+            assert result.status == "stopped_by_user", result.status
+            assert result.stop_context is self.stops_consumed[0].context
+        else:
+            assert result.stop_context is None
+
+    @invariant()
     def result_reports_what_discord_accepted(self) -> None:
         result = self.driver.result
         if result is None:
@@ -371,14 +421,14 @@ class StreamMachine(RuleBasedStateMachine):
         assert result.thought_log is not None
 
 
-def _visible_options(answer: Answer, fed: str) -> set[str]:
-    """Oracle keys of the visible text of the markup fed so far.
+def _visible_texts(answer: Answer, fed: str) -> set[str]:
+    """The visible text of the markup fed so far.
 
     Computed from the answer's own parts, not with the code under test. A partial tag at the
     very end is either still held back or, once the stream ended, released as text: both count.
     """
     if fed == answer.markup:
-        return {oracle_key(answer.visible)}
+        return {answer.visible}
     text = re.sub(
         r"<(think|THINK|thinking|reasoning|x:think|Thinking|details)>.*?(</\1>|\Z)",
         "",
@@ -387,8 +437,25 @@ def _visible_options(answer: Answer, fed: str) -> set[str]:
     )
     partial = re.search(r"<[a-zA-Z:/]*\Z", text)
     if partial is None:
-        return {oracle_key(text)}
-    return {oracle_key(text[: partial.start()]), oracle_key(text)}
+        return {text}
+    return {text[: partial.start()], text}
+
+
+def _visible_options(answer: Answer, fed: str) -> set[str]:
+    """Oracle keys of `_visible_texts`: for text still in the buffers."""
+    return {oracle_key(text) for text in _visible_texts(answer, fed)}
+
+
+def _shows_as_written(messages: list[str], texts: set[str]) -> bool:
+    """Whether the messages show one of `texts` exactly as written (`as_written`, whitespace
+    included, added fences allowed)."""
+    for text in texts:
+        try:
+            as_written(messages, text, closers=True, fences=True)
+        except AssertionError:
+            continue
+        return True
+    return False
 
 
 TestStreamMachine = StreamMachine.TestCase
@@ -462,5 +529,6 @@ def test_E6_the_channel_shows_the_answer_as_written(
     result = driver.end()
 
     as_written(driver.messages, answer.visible, closers=True)
+    no_lone_punctuation(driver.messages, answer.visible)  # E6 at every degree, busy or not
     assert result.messages == tuple(driver.messages)
     assert result.accumulated_text == "\n".join(driver.messages)

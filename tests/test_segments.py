@@ -26,10 +26,11 @@ from cordstream.domain import (
     StreamConfig,
     StreamResult,
     TypingPause,
+    graphemes,
     segments,
 )
 from cordstream.domain.graphemes import is_boundary
-from tests.answers import fences_balanced, same_text
+from tests.answers import as_written, fences_balanced, same_text
 from tests.driver import Driver, run
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -351,6 +352,150 @@ def test_E6_a_punctuation_only_line_after_a_code_block_is_not_sent_alone() -> No
     assert ":)" not in driver.messages
 
 
+# -- E6: punctuation alone joins its neighbour, before or after, in every delivery path --------
+
+_WELL = "Well, I think so."
+
+
+@pytest.mark.parametrize("degree", [0, 1, 2, 3])
+def test_E6_the_issue_example_punctuation_first_then_a_pause(degree: int) -> None:
+    """ "...\n", 0.3 s of nothing, then the answer: "..." waits for it and goes with it."""
+    driver = started(humanizer_degree=degree)
+    driver.text("...\n")
+    driver.advance(0.3)
+    assert driver.sends == []
+    driver.text(_WELL + "\n")
+    driver.end()
+    assert driver.messages == ["...\n" + _WELL]
+
+
+@pytest.mark.parametrize("degree", [0, 1, 2, 3])
+@pytest.mark.parametrize("size", [1, 3, 1000])
+@pytest.mark.parametrize(
+    ("text", "messages"),
+    [
+        ("...\n" + _WELL + "\nMore here.\n", ["...\n" + _WELL, "More here."]),
+        (":)\n!\n...\nHello\nBye\n", [":)\n!\n...\nHello", "Bye"]),  # several lines
+        ("\n\n...\n\nHello\nBye\n", ["...\n\nHello", "Bye"]),  # after blank lines
+        ("...\n```py\nx = 1\n```\nAfter\n", ["...\n```py\nx = 1\n```", "After"]),  # code
+        ("Hi\n...\nBye\n", ["Hi\n...", "Bye"]),  # joins the one before
+        ("Hi\n\n...\n\nBye\n", ["Hi\n\n...", "Bye"]),
+        ("```\ncode\n```\n...\nNext\n", ["```\ncode\n```\n...", "Next"]),
+        ("| a |\n...\nNext\n", ["| a |\n...", "Next"]),
+    ],
+    ids=["first", "several", "after-blanks", "before-code", "after", "blanks", "code", "table"],
+)
+def test_E6_a_punctuation_only_line_never_is_a_message_at_any_degree(
+    text: str, messages: list[str], size: int, degree: int
+) -> None:
+    if degree == 0:  # everything in one message at the end
+        messages = [text.strip()]
+    driver, _ = run(text, config=StreamConfig(humanizer_degree=degree), size=size)
+    assert driver.messages == messages
+
+
+@pytest.mark.parametrize("degree", [1, 2, 3])
+@pytest.mark.parametrize(
+    "ending", ["function-call", "provider-end", "user-stop", "timeout", "provider-error"]
+)
+def test_E6_punctuation_waiting_for_its_neighbour_goes_with_it_at_every_flush(
+    ending: str, degree: int
+) -> None:
+    """The flush (E8) delivers the punctuation with the last line, whatever ends the stream."""
+    driver = started(humanizer_degree=degree)
+    driver.text("...\n", "Well")
+    result = _ENDINGS[ending](driver)
+    assert driver.messages == ["...\nWell"], result.status
+
+
+@pytest.mark.parametrize("degree", [2, 3])
+def test_E6_a_stop_during_a_typing_pause_keeps_punctuation_with_its_neighbour(
+    degree: int,
+) -> None:
+    driver = started(humanizer_degree=degree)
+    driver.text("First line.\n", "Second line.\n", "...\n", "Third")
+    assert driver.pause is not None  # "Second line." waits as if typed
+    driver.request(StopRequest("stop", "bob"))
+    driver.settle()
+    assert driver.messages == ["First line.", "Second line.\n...\nThird"]
+
+
+@pytest.mark.parametrize("size", [7, 1000])
+def test_E6_punctuation_after_a_piece_too_full_to_take_it_takes_its_end_along(
+    size: int,
+) -> None:
+    """Joined, the two would not fit: the end of the full piece moves over to the punctuation
+    (cut at a space), so neither is a message of its own and both fit (E7)."""
+    config = StreamConfig(max_message_length=200)
+    full = "word " * 39 + "full"  # 199 characters: "\n..." does not fit after it
+    driver, _ = run(full + "\n...\nNext line\n", config=config, size=size)
+    assert driver.messages == [full[: full.rfind(" ")], "full\n...", "Next line"]
+
+
+@pytest.mark.parametrize("blank", ["\n", "\n\n", "\n  \n"])
+@pytest.mark.parametrize("size", [7, 38, 1000])
+def test_E6_punctuation_after_a_full_line_and_a_blank_line_takes_its_end_along(
+    blank: str, size: int
+) -> None:
+    """A line exactly as long as a message, a blank line, then punctuation as the last line:
+    the full line waits with the blank line, so the punctuation can still take its end."""
+    config = StreamConfig(max_message_length=200)
+    text = "a" * 200 + "\n" + blank + ":)\n"
+    driver, _ = run(text, config=config, size=size)
+    assert all(len(m) <= 200 for m in driver.messages)
+    assert ":)" not in driver.messages
+    assert "".join(driver.messages).replace("\n", "").replace(" ", "") == "a" * 200 + ":)"
+
+
+def test_E6_punctuation_at_the_end_after_a_piece_too_full_moves_its_end_over() -> None:
+    """Nothing follows: the end of the full piece goes with the punctuation instead."""
+    config = StreamConfig(max_message_length=200)
+    full = "word " * 39 + "full"
+    driver, _ = run(full + "\n...", config=config, size=1000)
+    assert driver.messages == [full[: full.rfind(" ")], "full\n..."]
+
+
+def test_E6_an_answer_of_punctuation_only_is_still_delivered() -> None:
+    driver, result = run("...\n!\n", size=1, config=StreamConfig(humanizer_degree=2))
+    assert driver.messages == ["...\n!"]
+    assert result.status == "completed"
+
+
+def test_E6_punctuation_after_a_think_block_waits_for_the_answer() -> None:
+    driver, result = run("<think>hm</think>...\n" + _WELL + "\n", size=2)
+    assert driver.messages == ["...\n" + _WELL]
+    assert result.thought_log is not None
+    assert result.thought_log.raw == "hm"
+
+
+@pytest.mark.parametrize("size", [1, 1000])
+def test_E6_punctuation_sentences_after_a_code_block_get_one_line_break(size: int) -> None:
+    """Degree 3: "... ", "! ", "..." join the block one after the other; only the first one
+    starts a new line (after the fence), the others stay on it as written."""
+    text = "```\nx = 1\n```\n... ! ...\nNext\n"
+    driver, _ = run(text, config=StreamConfig(humanizer_degree=3), size=size)
+    assert driver.messages == ["```\nx = 1\n```\n... ! ...", "Next"]
+
+
+@pytest.mark.parametrize("blank", ["\n", "\n\n", "  \n"])
+def test_E3_a_split_block_sends_no_empty_block_for_its_opening_line(blank: str) -> None:
+    """An opening line and blank lines are not worth a message of their own: an empty block
+    ("```python\n```") would show as a box with nothing in it."""
+    text = "Intro\n```python\n" + blank + "x" * 300 + "\n```\n"
+    driver, _ = run(text, config=StreamConfig(max_message_length=200), size=1000)
+    assert all("x" in m for m in driver.messages[1:]), driver.messages
+    assert driver.messages[1].startswith("```python\n" + blank)  # the blank lines as written
+    as_written(driver.messages, text, fences=True)
+
+
+def test_E6_the_segmenter_holds_leading_punctuation_for_the_next_piece() -> None:
+    pieces = Pieces()
+    assert pieces.feed("...\n") == []
+    assert pieces.feed("Well") == []  # "..." is finished, but it waits for its neighbour
+    assert pieces.feed(", I think so.\nN") == ["...\nWell, I think so.\n"]
+    assert pieces.flush() == ["N"]
+
+
 # -- E6: blank lines reach Discord as written, after a table like after anything else -----------
 
 AT_THE_END = StreamConfig(humanizer_degree=0)  # everything leaves in one message at the end
@@ -448,7 +593,7 @@ def test_E7_a_punctuation_or_blank_line_longer_than_a_message_after_a_piece_fits
     config = StreamConfig(max_message_length=200, flush_limit=0)
     pieces = Pieces(max_len=200)
     texts = pieces.feed("Hi\n" + line + "\nNext\n") + pieces.flush()
-    assert all(len(text) <= 200 for text in texts)
+    assert all(len(text.rstrip()) <= 200 for text in texts)  # trailing whitespace is trimmed
     driver, _ = run("Hi\n" + line + "\nNext", config=config, size=10_000)
     assert all(len(m) <= 200 for m in driver.messages)
     assert "".join(driver.messages) == ("Hi" + line + "Next").replace(" ", "")
@@ -508,6 +653,138 @@ def test_E7_a_cut_never_splits_a_grapheme_cluster(cluster: str, size: int | None
         # starts at offset 1, so the unanchored approximation, even offsets, would be wrong).
         exact = is_boundary(text, position, anchor=0)
         assert exact, (position, text[position - 3 : position + 3])
+
+
+def _exactly(length: int) -> dict[str, str]:
+    """Answers whose first message can be exactly `length` code points long, by path."""
+    half = length // 2
+    return {
+        "one-line": "a" * length + "\nnext",  # a complete line
+        "packed": "a" * (half - 1) + "\n" + "b" * (length - half),  # two pieces share it
+        "held": "(" + "d" * (length - 2) + ")",  # held by a parenthesis to the end
+        "code": "```\n" + "c" * (length - 8) + "\n```",  # a whole block
+        "code-then-text": "```\n" + "c" * (length - 8) + "\n```\nafter",
+    }
+
+
+@pytest.mark.parametrize("max_len", [200, 1950, 2000])
+@pytest.mark.parametrize("path", list(_exactly(200)))
+def test_E7_a_message_may_be_exactly_max_message_length_long(max_len: int, path: str) -> None:
+    """The limit is inclusive: exactly `max_message_length` is one message, sent whole."""
+    text = _exactly(max_len)[path]
+    config = StreamConfig(max_message_length=max_len, humanizer_degree=0)
+    driver, _ = run(text, config=config, size=len(text))
+    assert len(driver.messages[0]) == max_len, [len(m) for m in driver.messages]
+    assert driver.messages[0] == text[:max_len]
+
+
+@pytest.mark.parametrize("max_len", [200, 1950, 2000])
+@pytest.mark.parametrize("path", list(_exactly(200)))
+def test_E7_one_code_point_more_than_max_message_length_is_two_messages(
+    max_len: int, path: str
+) -> None:
+    text = _exactly(max_len + 1)[path]
+    config = StreamConfig(max_message_length=max_len, humanizer_degree=0)
+    driver, _ = run(text, config=config, size=len(text))
+    assert all(len(m) <= max_len for m in driver.messages)
+    assert len(driver.messages) >= 2
+    assert len(driver.messages[0]) < len(text[: max_len + 1])
+
+
+def test_E7_pieces_that_fill_a_message_exactly_share_it_at_degree_1() -> None:
+    """Discord busy: ready pieces are packed up to the limit, the limit included."""
+    driver = Driver(StreamConfig(max_message_length=200), auto_deliver=False)
+    driver.start()
+    driver.text("First\nx")
+    assert driver.pending_send == SendMessage(1, "First", reply=True)
+    driver.text("a" * 98 + "\n" + "b" * 100 + "\nc")  # 200 characters ready, then more
+    driver.deliver()
+    assert driver.pending_send == SendMessage(2, "x" + "a" * 98 + "\n" + "b" * 100, reply=False)
+
+
+# The issue's example: a cluster of 201 code points that starts 150 before the limit. It fits a
+# message, so it is never cut, however far back from the limit it starts (E7).
+_LATE_CLUSTER = "x" * 1800 + "e" + "\u0301" * 200 + "y" * 400
+
+
+@pytest.mark.parametrize("size", [None, 1, 7, 100, 1000, 1801], ids=lambda s: f"chunks-{s}")
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ("", ""),  # prose cut by the overflow (E2)
+        ("(", ")\n"),  # held by an open parenthesis, cut at the flush
+        ("```\n", "\n```\n"),  # a code line longer than a message
+        ("word " * 360, ""),  # whitespace far before the limit, the cluster after it
+    ],
+    ids=["prose", "held", "code", "after-words"],
+)
+def test_E7_a_cluster_that_fits_a_message_is_never_cut(
+    before: str, after: str, size: int | None
+) -> None:
+    text = before + _LATE_CLUSTER + after
+    chunks = [text] if size is None else chunked(text, size)
+    driver, _ = deliver(chunks, NO_LIMIT)
+    cluster = "e" + "\u0301" * 200
+    assert sum(m.count(cluster) for m in driver.messages) == 1  # whole, in one message
+    for message in driver.messages:
+        assert len(message) <= 1950
+        assert not message.startswith("\u0301")
+        assert not message.replace("```\n", "").startswith("\u0301")
+
+
+@pytest.mark.parametrize("degree", [0, 1, 2, 3])
+def test_E7_the_issue_example_is_cut_before_the_cluster_at_every_degree(degree: int) -> None:
+    driver, _ = run(_LATE_CLUSTER, config=StreamConfig(humanizer_degree=degree), size=10_000)
+    assert driver.messages == ["x" * 1800, _LATE_CLUSTER[1800:]]
+
+
+@pytest.mark.parametrize("space", [" ", ". ", "! "])
+@pytest.mark.parametrize("degree", [1, 3])
+def test_E7_a_mark_on_a_space_keeps_it_with_the_space(space: str, degree: int) -> None:
+    """A combining mark after a space is one cluster with it (a newline is not: a cluster ends
+    after a line feed): the whitespace or sentence-end cut moves to a real boundary (E7)."""
+    text = "a" * 150 + space + "\u0301" + "b" * 100
+    config = StreamConfig(max_message_length=200, humanizer_degree=degree)
+    driver, _ = run(text, config=config, size=10_000)
+    assert "".join(driver.messages) == text
+    assert all(not message.startswith("\u0301") for message in driver.messages)
+
+
+def _boundary_checks(text: str, monkeypatch: pytest.MonkeyPatch) -> int:
+    """How many times the splitter asks `is_boundary` to deliver `text` (one chunk, then 7)."""
+    calls = 0
+    original = graphemes.is_boundary
+
+    def counted(text: str, index: int, anchor: int | None = None) -> bool:
+        nonlocal calls
+        calls += 1
+        return original(text, index, anchor)
+
+    monkeypatch.setattr(graphemes, "is_boundary", counted)
+    monkeypatch.setattr(segments, "is_boundary", counted)
+    for chunks in ([text], chunked(text, 7)):
+        driver, _ = deliver(chunks, NO_LIMIT)
+        assert all(len(m) <= 1950 for m in driver.messages)
+    monkeypatch.undo()
+    return calls
+
+
+def test_E7_E10_keeping_clusters_whole_stays_linear(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Clusters that start far before the limit, longer than a message (zalgo), flags and
+    conjuncts: each cut may step back a whole message, yet the steps stay linear in the text
+    (counted, not timed: 4 times the text, 4 times the work)."""
+    unit = (
+        _LATE_CLUSTER
+        + "y " * 50
+        + "a" + "\u0301" * 3000  # one cluster longer than a message: the limit wins
+        + "\U0001f1eb\U0001f1f7" * 300  # flags
+        + "\u0915\u094d\u0937" * 100  # conjuncts
+    )  # fmt: skip
+    small = _boundary_checks(unit * 5, monkeypatch)
+    large = _boundary_checks(unit * 20, monkeypatch)
+    assert small > 0
+    assert large <= 4.4 * small, (small, large)
+    assert large <= 2 * len(unit * 20) * 2  # a bounded number per code point, both runs
 
 
 # -- E8: flushes -----------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """Properties of segmentation over generated answers cut at arbitrary points (E1–E3, E6–E8).
 
-Most compare text modulo whitespace (`tests.answers.same_text`); the E6 "as written" property
-compares what the user sees, whitespace included (`tests.answers.as_written`: only the
-leading and trailing whitespace of a whole message may differ, as Discord trims it).
+Text is compared as the user sees it, whitespace included (`tests.answers.as_written`: only
+the leading and trailing whitespace of a whole message may differ, as Discord trims it, and
+the fences cordstream adds to a code block it splits, E3). Fences pair as Markdown pairs them
+(`tests.answers.fences_balanced`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from tests.answers import (
     as_written,
     chunkings,
     fences_balanced,
-    same_text,
+    no_lone_punctuation,
     without_closers,
 )
 from tests.driver import pack
@@ -56,7 +57,8 @@ def cases(draw: st.DrawFn) -> tuple[Answer, list[str], int, bool]:
 def test_E7_every_piece_fits_a_message(case: tuple[Answer, list[str], int, bool]) -> None:
     _, chunks, max_len, sentences = case
     for piece in segment(chunks, max_len, sentences):
-        assert piece.size <= max_len
+        # Whitespace a message ends with is trimmed (the outbox does, as Discord does).
+        assert len(piece.text.rstrip()) <= max_len
 
 
 @_SETTINGS
@@ -70,9 +72,22 @@ def test_E3_every_piece_has_balanced_fences(case: tuple[Answer, list[str], int, 
 @_SETTINGS
 @given(cases())
 def test_E6_nothing_lost_nothing_duplicated(case: tuple[Answer, list[str], int, bool]) -> None:
+    """Every piece is the text as written, whitespace included, but for added fences (E3)."""
     answer, chunks, max_len, sentences = case
     pieces = segment(chunks, max_len, sentences)
-    assert same_text("\n".join(p.text for p in pieces), answer.visible)
+    as_written([p.text for p in pieces], answer.visible, closers=True, fences=True)
+
+
+@_SETTINGS
+@given(cases(), st.booleans())
+def test_E6_messages_show_the_text_as_written_code_split_or_not(
+    case: tuple[Answer, list[str], int, bool], one_each: bool
+) -> None:
+    """The same for the messages the outbox packs (blank lines between packed pieces kept)."""
+    answer, chunks, max_len, sentences = case
+    messages = pack(segment(chunks, max_len, sentences), max_len, one_each=one_each)
+    as_written(messages, answer.visible, closers=True, fences=True)
+    no_lone_punctuation(messages, answer.visible)  # E6, however it was chunked
 
 
 @_SETTINGS
@@ -106,6 +121,8 @@ def test_E1_chunking_does_not_change_the_text(case: tuple[Answer, list[str], int
     assert without_closers("\n".join(p.text for p in cut)) == without_closers(
         "\n".join(p.text for p in whole)
     )
+    for pieces in (whole, cut):  # and either way, exactly as written (E6)
+        as_written([p.text for p in pieces], answer.visible, closers=True, fences=True)
 
 
 @st.composite
@@ -136,6 +153,38 @@ def test_E6_the_as_written_oracle_allows_only_what_discord_trims() -> None:
     ]:
         with pytest.raises(AssertionError):
             as_written(messages, text, closers=closers)
+
+
+def test_E3_the_fence_oracle_pairs_fences_as_markdown_does() -> None:
+    """A closing fence is backticks alone on their line: prose glued to it closes nothing."""
+    assert fences_balanced("```py\nx = 1\n```")
+    assert fences_balanced("```py\nx = 1\n```  \nAfter")
+    assert fences_balanced("Before\n````\n```\nstill code\n````")  # a shorter run is code
+    assert fences_balanced("no fence at all, `inline` only")
+    assert not fences_balanced("```py\nx = 1\n```After")  # glued prose: still open
+    assert not fences_balanced("```py\nx = 1\n``` After")
+    assert not fences_balanced("````\nx\n```")  # too short to close it
+    assert not fences_balanced("```py\nx = 1")
+    assert not fences_balanced("```py\nx = 1\n```\n```js")
+
+
+def test_E3_E6_the_as_written_oracle_allows_only_the_fences_cordstream_adds() -> None:
+    good = "Intro\n```py\n" + "a = 1\n" * 3 + "```\nAfter\n"
+    split = ["Intro", "```py\na = 1\na = 1\n```", "```py\na = 1\n```", "After"]
+    assert as_written(split, good, fences=True)
+    assert as_written(
+        ["```py\n    x\n```", "```py\n    y\n```"], "```py\n    x\n    y\n```", fences=True
+    )
+    assert as_written(["x\n```py\nopen\n```"], "x\n```py\nopen\n", fences=True)  # E8
+    assert as_written(["Text"], "Text\n```py\n", fences=True)  # a fence line alone (E3)
+    for messages, text in [
+        (split, good.replace("After", "Later")),  # changed text
+        (["Intro", "```py\na = 1\n\na = 1\n```", "After"], good),  # a blank line added
+        (["```py\nx\n```", "```py\ny\n```"], "```py\n    x\n    y\n```"),  # indent lost
+        (["```py\nx\n```After"], "```py\nx\n```\nAfter"),  # a line break lost
+    ]:
+        with pytest.raises(AssertionError):
+            as_written(messages, text, fences=True)
 
 
 @_SETTINGS
