@@ -2,7 +2,8 @@
 
 Everything a bot needs is importable from here: the orchestrator and registry, the config and
 context, the provider protocol, the reference tool loop `run_turn`, and the core's value types
-it hands back. The provider adapters live in `cordstream.shell.providers` (each needs its
+it hands back, and the pace of Discord requests (`Budget`, `DISCORD_GLOBAL`,
+`set_global_budget`). The provider adapters live in `cordstream.shell.providers` (each needs its
 SDK's extra).
 """
 
@@ -28,11 +29,14 @@ from cordstream.shell.config import StreamConfig
 from cordstream.shell.context import StreamContext, StreamProvider
 from cordstream.shell.orchestrator import StreamOrchestrator
 from cordstream.shell.providers.base import ToolOutcome, ToolProvider
+from cordstream.shell.ratelimit import DISCORD_GLOBAL, Budget, set_global_budget
 from cordstream.shell.stops import DEFAULT_STOPS, StopRegistry
 from cordstream.shell.turn import Tool, ToolRun, TurnResult, TurnStatus, run_turn
 
 __all__ = [
     "DEFAULT_STOPS",
+    "DISCORD_GLOBAL",
+    "Budget",
     "DoneChunk",
     "ErrorChunk",
     "FunctionCall",
@@ -60,5 +64,6 @@ __all__ = [
     "estimate_tokens",
     "normalize_usage",
     "run_turn",
+    "set_global_budget",
     "sum_turn_usage",
 ]

@@ -4,10 +4,14 @@ Every call goes through discord.py's `Messageable.send`, with the context's
 `allowed_mentions` (F1). `future_safe` turns what discord.py raises — `NotFound`,
 `Forbidden`, `HTTPException`, `DiscordServerError` after its own retries, connection errors —
 into an `IOFailure`; `outcome` turns either result into the event the core decides on (F4):
-the core, not this module, knows that 10003 means the channel is gone.
+the core, not this module, knows that 10003 means the channel is gone. `retry_after` tells a
+429 that Discord itself answered (so nothing was accepted, and the send may go again, see
+`cordstream.shell.ratelimit`) from every other failure.
 """
 
 from __future__ import annotations
+
+import math
 
 import discord
 from returns.future import future_safe
@@ -69,6 +73,33 @@ def outcome(seq: int, now: float, result: IOResultE[discord.Message]) -> Deliver
     raise AssertionError(f"not an IOResult: {result!r}")  # pragma: no cover
 
 
+def retry_after(result: IOResultE[object]) -> float | None:
+    """The seconds Discord asked to wait when `result` is Discord's own 429, which discord.py
+    gave up on after its tries: a reply with `Via` and a JSON body (Discord accepted nothing).
+    None for anything else, a Cloudflare 429 (no `Via`: a ban, not to be hammered) included.
+
+    The wait is `X-RateLimit-Reset-After` (a bucket's 429) or else `Retry-After` (a global
+    one), 0.0 when neither reads as a number of seconds; discord.py keeps the body's
+    `retry_after` to itself.
+    """
+    match result:
+        case IOFailure(Failure(discord.HTTPException() as error)) if error.status == 429:
+            headers = getattr(error.response, "headers", None) or {}
+            if not headers.get("Via"):
+                return None
+            if not str(headers.get("Content-Type", "")).startswith("application/json"):
+                return None
+            for name in ("X-RateLimit-Reset-After", "Retry-After"):
+                try:
+                    seconds = float(headers.get(name, ""))
+                except (TypeError, ValueError):
+                    continue
+                if math.isfinite(seconds) and seconds >= 0:
+                    return seconds
+            return 0.0
+    return None
+
+
 def failure(error: BaseException) -> DiscordFailure:
     """Discord's JSON error code and HTTP status, when the failure came from Discord."""
     if isinstance(error, discord.HTTPException):
@@ -79,6 +110,7 @@ def failure(error: BaseException) -> DiscordFailure:
 __all__ = [
     "failure",
     "outcome",
+    "retry_after",
     "send_embed",
     "send_message",
     "trigger_typing",

@@ -24,21 +24,48 @@ A JSON body holding a lone surrogate (an escaped `\\ud800`, which has no UTF-8 f
 (its `RecordedRequest.json` is None, as for malformed JSON). What real Discord answers is not
 known; a surrogate pair is decoded to the character it encodes, as by any JSON parser.
 
+Discord's rate limits are an option, off by default (so a test's timing is what its faults
+make it): `DiscordEmulator(rate_limits=RateLimits())`, or assign `rate_limits` later (say,
+after a test's setup requests). With them on:
+
+- each channel has a bucket per route kind: message create (`send`), message edit (`edit`) and
+  typing, about 5 requests per 5 s each as on Discord (`Limit(requests, per)`, configurable);
+- every request of the bot, on any route, counts toward the global limit, 50 per second;
+- a window opens with the first request after the previous window ended and holds `requests`
+  requests for `per` seconds, as a Discord bucket does (`X-RateLimit-Reset-After` counts down
+  from that first request). Time is the event loop's clock, so looptime applies;
+- every answer on a limited route carries the bucket's headers as discord.py reads them:
+  `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (epoch seconds),
+  `X-RateLimit-Reset-After` (seconds, rounded up to the millisecond) and `X-RateLimit-Bucket`
+  (one hash per route kind; discord.py adds the channel id);
+- a request over its bucket is answered 429 with `Via`, a JSON body `{"retry_after", "global":
+  false}` and `X-RateLimit-Scope: user`; a request over the global limit 429 with `"global":
+  true`, `X-RateLimit-Global: true` and `X-RateLimit-Scope: global`. A 429 is not accepted
+  and uses nothing of the bucket it was refused by; a request refused by its bucket has passed
+  the global limit and counts toward it (it reached the API);
+- the limits are checked when a request arrives, before injected faults, which then apply to
+  the requests the limits let through;
+- `rate_limit_hits` counts the 429s the limits answered, by `"global"` or the route kind
+  (`"send"`, `"edit"`, `"typing"`), and `RecordedRequest.rate_limited` marks each one
+  (`"global"` or `"route"`). Injected `RateLimited` faults are not counted there.
+
 Not implemented: the gateway, attachments (multipart bodies are refused with 400), reactions,
 deletes, threads, stickers, polls, components' behaviour, forwards (message_reference type 1),
-permissions (use the 403 faults), Discord's own rate limit buckets (no `X-RateLimit-*` headers:
-429s happen only when injected, and a global 429 is not enforced on other requests), content
-trimming, and code-block awareness of mentions (a mention inside backticks is counted as a
-ping, which errs on the side of reporting one; so is a ping in a message flagged
-SUPPRESS_NOTIFICATIONS, or in an edit).
+permissions (use the 403 faults), buckets for the routes other than send, edit and typing,
+shared buckets across channels, Cloudflare's invalid-request ban, content trimming, and
+code-block awareness of mentions (a mention inside backticks is counted as a ping, which errs
+on the side of reporting one; so is a ping in a message flagged SUPPRESS_NOTIFICATIONS, or in
+an edit).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
@@ -63,8 +90,10 @@ __all__ = [
     "ErrorReply",
     "Fault",
     "FaultRoute",
+    "Limit",
     "Pings",
     "RateLimited",
+    "RateLimits",
     "RecordedRequest",
     "RouteKind",
     "SentMessage",
@@ -157,13 +186,91 @@ BAD_GATEWAY: Final = ErrorReply(
 
 
 # --------------------------------------------------------------------------------------------
+# Rate limits
+
+
+@dataclass(frozen=True)
+class Limit:
+    """At most `requests` requests in a window of `per` seconds. A window opens with the first
+    request after the previous one ended, as a Discord bucket does."""
+
+    requests: int
+    per: float
+
+    def __post_init__(self) -> None:
+        if isinstance(self.requests, bool) or not isinstance(self.requests, int):
+            raise TypeError("Limit.requests must be an int")
+        if self.requests < 1:
+            raise ValueError("Limit.requests must be at least 1")
+        if not math.isfinite(self.per) or self.per <= 0:
+            raise ValueError("Limit.per must be a positive number of seconds")
+
+
+@dataclass(frozen=True)
+class RateLimits:
+    """Discord's rate limits (see the module docstring); None turns one off. The defaults
+    follow Discord: about 5 message creates, 5 edits and 5 typing requests per 5 s per channel,
+    and 50 requests per second for the whole bot."""
+
+    send: Limit | None = Limit(5, 5.0)
+    edit: Limit | None = Limit(5, 5.0)
+    typing: Limit | None = Limit(5, 5.0)
+    global_limit: Limit | None = Limit(50, 1.0)
+
+    def route(self, kind: RouteKind) -> Limit | None:
+        """The bucket of a route kind; None for a route without one."""
+        match kind:
+            case "send":
+                return self.send
+            case "edit":
+                return self.edit
+            case "typing":
+                return self.typing
+        return None
+
+
+@dataclass
+class _Window:
+    limit: Limit
+    reset_at: float
+    remaining: int
+
+
+def _seconds(value: float) -> float:
+    """Seconds rounded up to the millisecond, as Discord writes them: a client that waits this
+    long never comes back before the window ended."""
+    return math.ceil(round(value * 1000, 6)) / 1000
+
+
+def _rate_limit_reply(
+    retry_after: float, headers: Mapping[str, str], *, is_global: bool
+) -> web.Response:
+    body = {
+        "message": "You are being rate limited.",
+        "retry_after": retry_after,
+        "global": is_global,
+        "code": 0,
+    }
+    all_headers = {
+        **headers,
+        "Retry-After": str(max(1, math.ceil(retry_after))),
+        "X-RateLimit-Scope": "global" if is_global else "user",
+        "Via": "1.1 google",
+    }
+    if is_global:
+        all_headers["X-RateLimit-Global"] = "true"
+    return _json_response(429, body, all_headers)
+
+
+# --------------------------------------------------------------------------------------------
 # Records
 
 
 @dataclass
 class RecordedRequest:
     """One request as the emulator received it. `status` is the status answered (None while the
-    request is pending, and for a dropped connection); `fault` the injected fault it consumed."""
+    request is pending, and for a dropped connection); `fault` the injected fault it consumed;
+    `rate_limited` whether the emulator's rate limits refused it (a 429), and which one."""
 
     method: str
     path: str
@@ -174,6 +281,7 @@ class RecordedRequest:
     at: float
     status: int | None = None
     fault: Fault | None = None
+    rate_limited: Literal["global", "route"] | None = None
 
 
 @dataclass(frozen=True)
@@ -328,11 +436,23 @@ class DiscordEmulator:
     `base_url` is `http://127.0.0.1:PORT/api/v10` (set once started); `token` the bot token it
     accepts (anything else gets 401, so `login()` raises `discord.LoginFailure`); `user_id` the
     bot's user id, `guild_id` its guild, `channel_id` the text channel created by default.
+    `rate_limits` turns Discord's rate limits on (see the module docstring); it may be assigned
+    at any time, and `rate_limit_hits` counts the 429s they answered.
     """
 
-    def __init__(self, *, token: str = "emulator-token", bot_name: str = "cordstream") -> None:
+    def __init__(
+        self,
+        *,
+        token: str = "emulator-token",
+        bot_name: str = "cordstream",
+        rate_limits: RateLimits | None = None,
+    ) -> None:
         self.token: str = token
         self.bot_name: str = bot_name
+        self.rate_limits: RateLimits | None = rate_limits
+        self.rate_limit_hits: Counter[str] = Counter()
+        self._global_window: _Window | None = None
+        self._route_windows: dict[tuple[RouteKind, int], _Window] = {}
         self.requests: list[RecordedRequest] = []
         self._last_snowflake = 0
         self.user_id: int = self._snowflake()
@@ -378,7 +498,8 @@ class DiscordEmulator:
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await runner.setup()
         try:
-            site = web.TCPSite(runner, "127.0.0.1", 0)
+            # A deep backlog: thousands of streams may connect at once (the kernel caps it).
+            site = web.TCPSite(runner, "127.0.0.1", 0, backlog=4096)
             await site.start()
         except BaseException:  # it cannot listen (or was cancelled): leave nothing running
             await runner.cleanup()
@@ -561,6 +682,26 @@ class DiscordEmulator:
         """The response, or None when the connection was dropped."""
         if request.headers.get("Authorization") != f"Bot {self.token}":
             return _json_response(401, {"message": "401: Unauthorized", "code": 0})
+        limited, headers = self._rate_limit(record)
+        if limited is not None:
+            return limited
+        response = await self._respond_within_limits(
+            request, record, handler=handler, ids=ids, path_known=path_known, bad_json=bad_json
+        )
+        if response is not None:
+            response.headers.update(headers)
+        return response
+
+    async def _respond_within_limits(
+        self,
+        request: web.Request,
+        record: RecordedRequest,
+        *,
+        handler: _Handler | None,
+        ids: tuple[int, ...],
+        path_known: bool,
+        bad_json: bool,
+    ) -> web.StreamResponse | None:
         fault = self._take_fault(record.kind, record.channel_id)
         record.fault = fault
         if isinstance(fault, Delay):
@@ -578,6 +719,40 @@ class DiscordEmulator:
             return await handler(_Call(request, record, ids))
         except _Reply as reply:
             return _json_response(reply.status, reply.body)
+
+    def _rate_limit(self, record: RecordedRequest) -> tuple[web.Response | None, dict[str, str]]:
+        """Count `record` against the rate limits: a 429 when it is over one, else None and
+        the bucket headers for its answer."""
+        limits = self.rate_limits
+        if limits is None:
+            return None, {}
+        now = asyncio.get_running_loop().time()
+        if limits.global_limit is not None:
+            window = self._global_window = _open(self._global_window, limits.global_limit, now)
+            if window.remaining <= 0:
+                record.rate_limited = "global"
+                self.rate_limit_hits["global"] += 1
+                return _rate_limit_reply(_seconds(window.reset_at - now), {}, is_global=True), {}
+            window.remaining -= 1
+        limit = limits.route(record.kind)
+        if limit is None or record.channel_id is None:
+            return None, {}
+        key = (record.kind, record.channel_id)
+        window = self._route_windows[key] = _open(self._route_windows.get(key), limit, now)
+        reset_after = _seconds(window.reset_at - now)
+        headers = {
+            "X-RateLimit-Limit": str(limit.requests),
+            "X-RateLimit-Remaining": str(max(0, window.remaining - 1)),
+            "X-RateLimit-Reset": f"{time.time() + reset_after:.3f}",
+            "X-RateLimit-Reset-After": f"{reset_after:.3f}",
+            "X-RateLimit-Bucket": f"emulator-{record.kind}",
+        }
+        if window.remaining <= 0:
+            record.rate_limited = "route"
+            self.rate_limit_hits[record.kind] += 1
+            return _rate_limit_reply(reset_after, headers, is_global=False), {}
+        window.remaining -= 1
+        return None, headers
 
     @staticmethod
     def _faulted(
@@ -866,6 +1041,14 @@ class DiscordEmulator:
         }
         _set_mentions(wire, pings)
         return wire
+
+
+def _open(window: _Window | None, limit: Limit, now: float) -> _Window:
+    """The window that counts a request arriving `now`: the current one, or a fresh one when
+    there is none, it has ended, or the limit changed."""
+    if window is None or now >= window.reset_at or window.limit != limit:
+        return _Window(limit, now + limit.per, limit.requests)
+    return window
 
 
 def _set_mentions(wire: JSONObject, pings: Pings) -> None:

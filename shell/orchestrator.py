@@ -3,11 +3,11 @@
 Theory of operation
 -------------------
 One `_Stream` runs one call. It owns the loop's clock (`loop.time()`), one timer handle, the
-Discord and typing tasks, and the provider's iterator; the decisions are all the core's
+Discord and typing tasks, and the provider's task; the decisions are all the core's
 (`cordstream.domain.step`). Events reach the core from four places, each fed synchronously, one at a
 time (the loop is single-threaded, and `step` is pure and quick):
 
-- the caller's task reads the provider: `await anext(iterator)`, then, per chunk, the
+- the provider's task reads the provider: `await anext(iterator)`, then, per chunk, the
   registry check, `on_stream_progress`, `process_chunk`, `describe_error` for an error, and
   `ChunkArrived` (B5);
 - a `loop.call_at` timer feeds `TimerFired` (B2);
@@ -16,14 +16,60 @@ time (the loop is single-threaded, and `step` is pure and quick):
   (`PauseOver`).
 
 A stop, a follow-up or the deadline must take effect while the provider hangs inside
-`__anext__`. The mechanism is the cheapest there is: nothing per chunk (no task, no timer
-rescheduling); when the core answers an event with `CloseProvider`, the caller's task is
-cancelled while — and only while — it waits in `__anext__`, and that cancellation is told
-apart from the caller's own with `Task.cancelling()`/`uncancel()`, as `asyncio.timeout` does.
+`__anext__`, and how the provider reacts to being stopped must neither hang the call nor touch
+the caller's task. So the provider gets a task of its own, one per call, created once no
+pending request has ended the stream first (B4): it calls `start_stream`, runs the chunk loop
+and closes the iterator, so all the provider's code runs in that one task. Nothing is added
+per chunk (no task, no timer rescheduling, no hand-over: it is the same loop, in another
+task). When the core answers an event with `CloseProvider`, the provider's task is cancelled
+while — and only while — it waits in `__anext__`. The caller's task only waits: for the
+result, then for the provider's task and the Discord requests. cordstream never cancels it,
+so it leaves the call with the cancellation state (`Task.cancelling()`) it came in with, and an
+`asyncio.timeout` around the call works as it does around any await.
 
-Exit: the iterator is closed with `aclose()` (B10); the timer, the registry listener and every
-task are gone before the call returns (B11). The call never raises (B1); only the caller's own
-cancellation propagates, after the same cleanup.
+Exit: the iterator is closed with `aclose()` (B10); the timer, the registry listener, the
+provider's task and every Discord task are gone before the call returns (B11). The call never
+raises (B1); only the caller's own cancellation propagates, after the same cleanup (and a
+KeyboardInterrupt or SystemExit, see below).
+
+Rules chosen where the SPEC is silent:
+- The provider's cleanup has one budget, `CLOSE_TIMEOUT`, counted from the moment the stream
+  stops wanting its chunks (the core's `CloseProvider`, a result, a fault, or the caller's
+  cancellation). It covers all the provider does from then on: the interrupted `__anext__`
+  (an async generator's `finally` runs there, and a provider may swallow the cancellation and
+  go on waiting) and then `aclose()`, which gets what is left. When the budget is spent the
+  provider's task is cancelled once more and waited for at most `CLOSE_GRACE` longer. A
+  provider that ignores that too (it swallows every cancellation) is abandoned: the call
+  returns without it, and its task is left running the provider's code, cancelled twice.
+  Nothing it does afterwards reaches the core, the registry or Discord (the core is fed
+  nothing once the call is over); if it ever gets out of `__anext__`, the task calls
+  `aclose()` with no budget left (cancelled at its first wait) and ends. That task is the one
+  thing a call can leave behind (B11), and only for such a provider. So a call returns at most
+  `CLOSE_TIMEOUT + CLOSE_GRACE` after the stream stopped reading, besides waiting for the
+  Discord requests in flight.
+- The caller's cancellation hurries the provider: its task is cancelled at once, wherever it
+  is (in `__anext__`, in its `finally`, in `aclose()`), and what is left of the budget shrinks
+  to `CLOSE_GRACE`; each further cancellation of the caller does the same again. So a
+  cancelled call propagates its `CancelledError` within `2 * CLOSE_GRACE` (besides the
+  requests in flight, which it cancels), and a provider whose cleanup waits on anything that
+  can be cancelled (a hung `await` in a `finally`) ends with it, leaving nothing behind.
+- The cancellations sent to the provider's task are taken back (`Task.uncancel`) once its
+  `__anext__` is over, as `asyncio.timeout` does: `aclose()` runs in a task that is not being
+  cancelled, so a `TaskGroup`, `asyncio.timeout` or anyio cancel scope inside it works.
+- What the provider does once it is being stopped changes nothing: returning, yielding again
+  or raising from the interrupted `__anext__` reaches a core that no longer reads, and
+  whatever `aclose()` raises or returns is ignored (a `CancelledError` included; a plain
+  function or one returning something that cannot be awaited is simply called). An iterator
+  without `aclose` is not closed; a coroutine returned by an `async def start_stream` that
+  returns instead of yielding is an error (B13) and is closed, so it does not warn.
+- Any exception the provider raises (in `start_stream`, `__anext__`, `process_chunk`,
+  `describe_error`, `on_stream_progress`) is the provider's failure, handled as B13 or B5 say:
+  a `CancelledError` it raises itself, `GeneratorExit` and its own `BaseException` subclasses
+  included. KeyboardInterrupt and SystemExit are not: they ask the program to end. Raised by
+  the provider while the call runs, they end it like the caller's cancellation (the provider
+  is closed, the requests in flight are cancelled, nothing is left) and are raised to the
+  caller instead of a result. One raised by an abandoned provider after the call returned is
+  raised from its task, out of the event loop, as asyncio does for any task.
 
 Faults (the last resort; `step` is total, so this is for bugs). When `step` raises, or
 carrying out its effects or running this module does, the first such fault is fed to the core
@@ -43,8 +89,8 @@ flight (discord.py's own timeouts and retries), which the call awaits before ret
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Coroutine
+import inspect
+from collections.abc import Coroutine, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -78,13 +124,21 @@ from cordstream.domain import (
     step,
 )
 from cordstream.domain.machine import abandon
-from cordstream.shell import delivery
+from cordstream.domain.redact import Secrets
+from cordstream.shell import delivery, ratelimit
 from cordstream.shell.config import StreamConfig
 from cordstream.shell.context import StreamContext, StreamProvider
+from cordstream.shell.secrets import stream_secrets
 from cordstream.shell.stops import DEFAULT_STOPS, StopRegistry
 
-# How long closing a provider may take before the stream gives up on it.
+# The provider's cleanup budget: from the moment the stream stops reading it, how long its
+# interrupted `__anext__` and `aclose()` may take together (see "Rules chosen" above).
 CLOSE_TIMEOUT = 5.0
+# How long the provider's task is waited for once more after the budget, cancelled again,
+# before it is abandoned.
+CLOSE_GRACE = 0.1
+# Not a failure of the provider: the program is asked to end (see "Rules chosen" above).
+_FATAL = (KeyboardInterrupt, SystemExit)
 
 
 class StreamOrchestrator:
@@ -92,13 +146,25 @@ class StreamOrchestrator:
 
     `stops`: the stop registry; by default the process-wide `cordstream.shell.stops.DEFAULT_STOPS`,
     which a `/stop` command reaches through `request_stop` on any orchestrator.
+    `secrets`: values no embed may show (G4), on top of the bot's own Discord token and the
+    provider's API key, which every stream removes anyway (see `cordstream.shell.secrets`).
     """
 
     def __init__(
-        self, stops: StopRegistry | None = None, *, catalogue: Catalogue = DEFAULT_CATALOGUE
+        self,
+        stops: StopRegistry | None = None,
+        *,
+        catalogue: Catalogue = DEFAULT_CATALOGUE,
+        secrets: Iterable[str] = (),
     ) -> None:
         self.stops = stops if stops is not None else DEFAULT_STOPS
         self.catalogue = catalogue
+        self._secrets = Secrets.of(secrets)
+
+    def register_secret(self, *values: str) -> None:
+        """Never show `values` in an embed (G4), from the next stream on: a database password,
+        a user's own API key. Values shorter than 8 characters are ignored."""
+        self._secrets = self._secrets + Secrets.of(values)
 
     async def stream_to_discord(
         self, provider: StreamProvider[Any], config: StreamConfig, context: StreamContext
@@ -149,6 +215,7 @@ class _Stream:
             locale=context.locale,
             suppress_user_errors=context.suppress_user_errors,
             catalogue=orchestrator.catalogue,
+            secrets=stream_secrets(orchestrator._secrets, provider, context.channel),
         )
         self.result: StreamResult | None = None
         self.registry_changed = False  # set by the listener until `check_registry` runs
@@ -156,18 +223,25 @@ class _Stream:
         self.timer: asyncio.TimerHandle | None = None
         self.tasks: set[asyncio.Task[None]] = set()  # Discord requests
         self.pauses: list[asyncio.TimerHandle] = []
-        self.reader: asyncio.Task[Any] | None = None  # the caller's task, while in __anext__
-        self.interrupts = 0  # cancellations of the reader that are ours
+        self.provider_task: asyncio.Task[None] | None = None  # reads and closes the provider
+        self.reading = False  # the provider's task waits in `__anext__`
+        self.close_by: float | None = None  # the end of the provider's cleanup budget
+        self.close_timer: asyncio.TimerHandle | None = None  # cancels the provider's task then
+        self.expired = False  # the budget is spent: the provider's task was cancelled again
+        self.cancels = 0  # cancellations of the provider's task not yet taken back (`read`)
+        self.abandoned = False  # the call returned without the provider's task
+        self.fatal: BaseException | None = None  # a KeyboardInterrupt/SystemExit to re-raise
         self.fed_request: StopRequest | None = None
         self.fault_error: Exception | None = None  # the first fault (see the docstring)
         self.accepted: list[str] = []  # contents Discord accepted, for the last resort (F2)
-        self.broken = False  # the core faulted beyond recovery: it is fed nothing more
+        # The core is fed nothing more: it faulted beyond recovery, or the call is over.
+        self.broken = False
 
     # -- the caller's task ---------------------------------------------------------------
 
     async def run(self) -> StreamResult:
         unlisten = self.stops.listen(self.channel_id, self.on_registry)
-        cancelled = False
+        cancel = False
         try:
             try:
                 try:
@@ -175,31 +249,76 @@ class _Stream:
                 except Exception as error:  # a fault in this module (see the docstring)
                     self.fault(error)
                     await self.finished.wait()  # the requests in flight are counted (F2)
-            except asyncio.CancelledError:
-                cancelled = True
-                raise  # the caller's own cancellation: clean up (below) and let it through
+            except BaseException:
+                # The caller's own cancellation, or a KeyboardInterrupt/SystemExit from the
+                # provider: clean up (below) and let it through.
+                cancel = True
+                raise
             if self.result is None:  # pragma: no cover - `finished` is set with a result
                 self.give_up(RuntimeError("the stream ended without a result"))
             assert self.result is not None
             return self.result
         finally:
+            self.broken = True  # the call is over: nothing reaches the core any more
             unlisten()
             if self.timer is not None:
                 self.timer.cancel()
             for pause in self.pauses:
                 pause.cancel()
-            await self.settle_requests(cancel=cancelled)
+            hurried = await self.end_provider(hurry=cancel)
+            if self.close_timer is not None:
+                self.close_timer.cancel()
+            cancel = cancel or hurried or self.fatal is not None
+            await self.settle_requests(cancel=cancel)
+            if self.fatal is not None:
+                raise self.fatal
+            if hurried:
+                raise asyncio.CancelledError  # the caller cancelled while the provider closed
+
+    async def end_provider(self, *, hurry: bool) -> bool:
+        """B10, B11: wait for the provider's task, at most until its cleanup budget and the
+        grace after it are spent (see "Rules chosen"); `hurry`: the caller was cancelled, so
+        the budget shrinks to `CLOSE_GRACE`. True if the caller was cancelled meanwhile."""
+        task = self.provider_task
+        if task is None or task.done():
+            return False
+        if hurry:
+            self.hurry()
+        else:
+            self.interrupt()  # usually done already (a result, a fault); idempotent
+        hurried = False
+        while not task.done():
+            assert self.close_by is not None
+            left = self.close_by + CLOSE_GRACE - self.loop.time()
+            if left <= 0:
+                break
+            try:
+                await asyncio.wait((task,), timeout=left)
+            except asyncio.CancelledError:
+                hurried = True
+                self.hurry()  # passed on to the provider; the wait only gets shorter
+                continue
+            break  # done, or the time is up (not the clock again: it may round short)
+        if not task.done():
+            self.abandoned = True  # it ignores cancellation: left behind (see "Rules chosen")
+        return hurried
 
     async def settle_requests(self, *, cancel: bool) -> None:
-        """B11: no request outlives the call. They are awaited, not cancelled (a request
-        cancelled during discord.py's global rate-limit wait leaks its global lock); only when
-        the caller cancels are they cancelled too, so that the caller is not kept waiting."""
+        """B11: no request outlives the call. They are awaited, not cancelled; only when the
+        caller cancels are they cancelled too, so that the caller is not kept waiting, and
+        then through `ratelimit.cancel_requests`: a request that sleeps off a global 429 is
+        cancelled with a keeper that reopens discord.py's global lock when that wait ends
+        (cancelling it alone would leave the lock closed for good); one whose state cannot be
+        read while the lock is closed is handed over to the background, and cancelled once
+        the lock opens. A handed-over request feeds nothing back: the call is over
+        (`broken`)."""
         interrupted = False
         while self.tasks:
             pending = set(self.tasks)
             if cancel or interrupted:
-                for task in pending:
-                    task.cancel()
+                cancelled = ratelimit.cancel_requests(self.context.channel, pending)
+                self.tasks -= pending - cancelled  # handed over: no longer this call's
+                pending = cancelled
             try:
                 await asyncio.gather(*pending, return_exceptions=True)
             except asyncio.CancelledError:
@@ -213,60 +332,81 @@ class _Stream:
         if not isinstance(getattr(self.context.channel, "id", None), int):
             raise TypeError("StreamContext.channel must have an int `id`")
         self.feed(Started(self.loop.time(), self.stops.peek(self.channel_id)))
-        if self.state.wants_chunks:  # B4: a pending request resolves before the provider
+        if self.wants_chunks():  # B4: a pending request resolves before the provider
+            self.provider_task = self.loop.create_task(self.provide())
+        await self.finished.wait()
+        if self.fatal is not None:
+            raise self.fatal
+
+    async def provide(self) -> None:
+        """The provider's task: start the provider, read it, close it (B5–B7, B10, B13)."""
+        try:
+            if self.registry_changed:  # a request registered before this task ran
+                self.check_registry()
+            if not self.wants_chunks():
+                return  # the stream ended before this task ran: the provider never starts
             try:
                 iterator = self.provider.start_stream(self.config, self.context)
-            except (Exception, asyncio.CancelledError) as error:  # B13, as in `read`
+            except _FATAL:
+                raise
+            except BaseException as error:  # B13, as in `read`
                 self.feed(ProviderCrashed(self.loop.time(), error))
-            else:
-                try:
-                    await self.read(iterator)
-                finally:
-                    await self.close(iterator)
-        await self.finished.wait()
+                return
+            try:
+                await self.read(iterator)
+            finally:
+                await self.close(iterator)
+        except _FATAL as error:
+            if self.abandoned:
+                raise  # nobody waits for this task any more: out of the event loop it goes
+            self.fatal = error
+            self.broken = True
+            self.finished.set()  # the caller raises it after the cleanup
+        except Exception as error:  # a fault in this module (see the docstring)
+            self.fault(error)
+        except BaseException as error:  # pragma: no cover - `read` and `close` catch the rest
+            self.fault(RuntimeError(f"the provider's task ended with {error!r}"))
 
-    async def read(self, iterator: AsyncIterator[Any]) -> None:
-        """Pull chunks until the core wants no more (B5, B6, B7, B13)."""
-        task = asyncio.current_task()
+    async def read(self, iterator: Any) -> None:
+        """Pull chunks until the core wants no more (B5, B6, B7, B13); in the provider's task."""
         provider, context = self.provider, self.context
         progress = context.on_stream_progress
         while self.wants_chunks():
-            self.reader = task
+            self.reading = True
             try:
                 raw = await anext(iterator)
             except StopAsyncIteration:
                 self.feed(ProviderEnded(self.loop.time()))
                 return
-            except asyncio.CancelledError as error:
-                if self.ours(task):
-                    return  # CloseProvider interrupted the read: the core is ending the stream
-                if task is not None and task.cancelling() == 0:
-                    # Nobody cancelled this task: the provider raised it itself (B13).
-                    self.feed(ProviderCrashed(self.loop.time(), error))
-                    return
-                raise  # the caller's own cancellation
-            except Exception as error:
+            except _FATAL:
+                raise
+            except BaseException as error:
+                # B13: whatever the provider raises, a CancelledError of its own included.
+                # After `interrupt` the core no longer reads, and ignores it.
                 self.feed(ProviderCrashed(self.loop.time(), error))
                 return
             finally:
-                self.reader = None
-            if self.interrupts and task is not None:
-                # The provider swallowed our cancellation and yielded anyway: take it back.
-                self.interrupts = 0
-                task.uncancel()
+                self.reading = False
+                self.take_back_cancels()
             if self.registry_changed:  # B5: a stop registered while the chunk was on its way
                 self.check_registry()
             if not self.wants_chunks():
-                return
+                return  # ended meanwhile (or the provider yielded after being stopped)
             if progress is not None:
-                with contextlib.suppress(Exception):
+                try:
                     progress()
+                except _FATAL:
+                    raise
+                except BaseException:  # B5: ignored
+                    pass
             try:
                 chunk = provider.process_chunk(raw)
                 headline = None
                 if isinstance(chunk, ErrorChunk) and chunk.error is not None:
                     headline = self.headline(chunk)
-            except (Exception, asyncio.CancelledError) as error:
+            except _FATAL:
+                raise
+            except BaseException as error:
                 # B13. Synchronous code cannot be cancelled: a CancelledError here is a fault.
                 self.feed(ProviderCrashed(self.loop.time(), error))
                 return
@@ -282,26 +422,31 @@ class _Stream:
         assert chunk.error is not None
         try:
             headline = self.provider.describe_error(chunk.error, self.context.locale)
-        except (Exception, asyncio.CancelledError):  # G1: no headline means the generic one
+        except _FATAL:
+            raise
+        except BaseException:  # G1: no headline means the generic one
             return None
         return headline if isinstance(headline, str) else None
 
-    def ours(self, task: asyncio.Task[Any] | None) -> bool:
-        """Whether a CancelledError in the reader came from `interrupt` only."""
-        if task is None or not self.interrupts:
-            return False
-        self.interrupts -= 1
-        return task.uncancel() == 0
-
-    async def close(self, iterator: AsyncIterator[Any]) -> None:
-        """B10: close the provider's iterator on every path, so the model stops billing."""
-        aclose = getattr(iterator, "aclose", None)
-        if aclose is None:
-            return
+    async def close(self, iterator: object) -> None:
+        """B10: close the provider's iterator on every path, so the model stops billing; within
+        what is left of the cleanup budget. Whatever it raises or returns changes nothing."""
+        if self.close_by is None:  # pragma: no cover - the core stopped reading: `interrupt`
+            self.interrupt()
+        assert self.close_by is not None
         try:
-            async with asyncio.timeout(CLOSE_TIMEOUT):
-                await aclose()
-        except Exception:
+            aclose = getattr(iterator, "aclose", None)
+            if aclose is None:
+                if inspect.iscoroutine(iterator):
+                    iterator.close()  # an `async def start_stream` that returned: no warning
+                return
+            async with asyncio.timeout_at(self.close_by):
+                closing = aclose()
+                if inspect.isawaitable(closing):
+                    await closing
+        except _FATAL:
+            raise
+        except BaseException:
             pass
 
     # -- events and effects ----------------------------------------------------------------
@@ -401,12 +546,55 @@ class _Stream:
                 self.conclude(result)
 
     def interrupt(self) -> None:
-        """Cancel the caller's task if — and only if — it is waiting in `__anext__`."""
-        reader = self.reader
-        if reader is not None and reader is not asyncio.current_task():
-            self.reader = None
-            self.interrupts += 1
-            reader.cancel()
+        """The stream stops reading the provider: its cleanup budget starts, and its task is
+        cancelled if — and only if — it waits in `__anext__`. Never the caller's task."""
+        if self.close_by is None:
+            self.close_by = self.loop.time() + CLOSE_TIMEOUT
+        self.arm_expiry()
+        if self.reading:
+            self.cancel_provider()
+
+    def hurry(self) -> None:
+        """The caller is cancelled: what is left of the budget shrinks to `CLOSE_GRACE`, and
+        the provider's task is cancelled now, wherever it is (see "Rules chosen")."""
+        soon = self.loop.time() + CLOSE_GRACE
+        if self.close_by is None or self.close_by > soon:
+            self.close_by = soon
+            if self.close_timer is not None:
+                self.close_timer.cancel()
+                self.close_timer = None
+        self.arm_expiry()
+        self.cancel_provider()
+
+    def arm_expiry(self) -> None:
+        task = self.provider_task
+        if self.close_timer is not None or self.expired or task is None or task.done():
+            return
+        assert self.close_by is not None
+        self.close_timer = self.loop.call_at(self.close_by, self.expire)
+
+    def expire(self) -> None:
+        """The cleanup budget is spent: the provider's task is cancelled again, wherever it is."""
+        self.close_timer = None
+        self.expired = True
+        self.cancel_provider()
+
+    def cancel_provider(self) -> None:
+        task = self.provider_task
+        if task is None or task.done() or task is asyncio.current_task():
+            return
+        self.reading = False
+        self.cancels += 1
+        task.cancel()
+
+    def take_back_cancels(self) -> None:
+        """In the provider's task, once `__anext__` is over: the cancellations this module
+        sent it have landed (or were swallowed), so they are taken back, as `asyncio.timeout`
+        does, and `aclose()` runs in a task that is not being cancelled."""
+        task = asyncio.current_task()
+        while self.cancels and task is not None:
+            self.cancels -= 1
+            task.uncancel()
 
     def on_timer(self, armed_for: float) -> None:
         self.timer = None
@@ -430,14 +618,18 @@ class _Stream:
 
     # -- Discord and typing ------------------------------------------------------------------
 
+    # Sends wait for their turn under the process-wide budget and go again after Discord's
+    # 429 (F4, `cordstream.shell.ratelimit`); the one message in flight is retried in place, so
+    # the order holds.
+
     async def send_message(
         self, seq: int, content: str, reply_to: discord.Message | discord.PartialMessage | None
     ) -> None:
-        sent = await delivery.send_message(
-            self.context.channel,
-            content,
-            reply_to=reply_to,
-            allowed_mentions=self.context.allowed_mentions,
+        channel, mentions = self.context.channel, self.context.allowed_mentions
+        sent = await ratelimit.deliver(
+            lambda: delivery.send_message(
+                channel, content, reply_to=reply_to, allowed_mentions=mentions
+            )
         )
         event = delivery.outcome(seq, self.loop.time(), sent)
         if isinstance(event, Delivered):
@@ -445,13 +637,16 @@ class _Stream:
         self.feed(event)
 
     async def send_embed(self, seq: int, embed: EmbedSpec) -> None:
-        sent = await delivery.send_embed(
-            self.context.channel, embed, allowed_mentions=self.context.allowed_mentions
+        channel, mentions = self.context.channel, self.context.allowed_mentions
+        sent = await ratelimit.deliver(
+            lambda: delivery.send_embed(channel, embed, allowed_mentions=mentions)
         )
         self.feed(delivery.outcome(seq, self.loop.time(), sent))
 
     async def typing(self) -> None:
-        await delivery.trigger_typing(self.context.channel)  # a failure here changes nothing
+        # Cosmetic: only when the budget has room now, never late (a failure changes nothing).
+        if ratelimit.pacer().try_acquire():
+            await delivery.trigger_typing(self.context.channel)
 
     def on_pause(self, token: int) -> None:
         self.feed(PauseOver(self.loop.time(), token))

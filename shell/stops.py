@@ -4,7 +4,10 @@ One entry per channel. A stop always wins over a follow-up (C2, C3); which reque
 which, and what reason it resolves to, is decided in `cordstream.domain.requests`. A stream
 listening on a channel is woken at once when an entry appears (B3); it consumes the entry it
 resolves (C5), comparing identity, so an entry registered after its result stays for the next
-stream. Entries older than five minutes are swept by the registry itself (C8).
+stream. What a stream does with an entry that arrives while its outcome is already decided (a
+stop after a follow-up wins; a stop during an internal stop stays here for the bot to see) is
+the core's decision: see "Requests while the stream ends" in `cordstream.domain.machine`.
+Entries older than five minutes are swept by the registry itself (C8).
 
 The registry is in-memory and belongs to one event loop: call it from that loop's thread
 (a discord.py command handler is). `DEFAULT_STOPS` is shared by a `/stop` command and every

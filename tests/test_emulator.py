@@ -9,8 +9,11 @@ waits on a timer. Elapsed virtual times are therefore exact.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
 import discord
@@ -27,8 +30,10 @@ from cordstream.shell.emulator import (
     DiscordEmulator,
     Drop,
     ErrorReply,
+    Limit,
     Pings,
     RateLimited,
+    RateLimits,
     discord_client,
     would_ping,
 )
@@ -583,3 +588,202 @@ async def test_closing_does_not_wait_for_delayed_requests() -> None:
         with pytest.raises(aiohttp.ServerDisconnectedError):
             await pending
         assert emulator.messages() == []
+
+
+# ---- Discord's rate limits (an option) -------------------------------------------------------
+
+SENDS_ONLY = RateLimits(edit=None, typing=None, global_limit=None)
+GLOBAL_ONLY = RateLimits(send=None, edit=None, typing=None, global_limit=Limit(50, 1.0))
+
+
+@dataclass
+class Raw:
+    """One raw answer: status, headers, JSON body (or None)."""
+
+    status: int
+    headers: Mapping[str, str]
+    body: Any
+
+
+async def raw_send(
+    emulator: DiscordEmulator, session: aiohttp.ClientSession, channel_id: int, content: str
+) -> Raw:
+    """A message create without discord.py, so nothing waits on its own: the emulator's raw
+    answer."""
+    url = f"{emulator.base_url}/channels/{channel_id}/messages"
+    auth = {"Authorization": f"Bot {emulator.token}"}
+    async with session.post(url, json={"content": content}, headers=auth) as response:
+        body = await response.json() if response.content_type == "application/json" else None
+        return Raw(response.status, response.headers, body)
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_rate_limits_are_off_by_default() -> None:
+    async with DiscordEmulator() as emulator, aiohttp.ClientSession() as session:
+        answers = [
+            await raw_send(emulator, session, emulator.channel_id, f"{n}") for n in range(60)
+        ]
+        assert {a.status for a in answers} == {200}
+        assert not any(k.lower().startswith("x-ratelimit") for k in answers[-1].headers)
+        assert emulator.rate_limit_hits == {}
+        assert emulator.rate_limits is None
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_a_send_bucket_answers_with_discords_headers_and_refuses_the_sixth() -> None:
+    async with (
+        DiscordEmulator(rate_limits=SENDS_ONLY) as emulator,
+        aiohttp.ClientSession() as session,
+    ):
+        start = now()
+        answers = [await raw_send(emulator, session, emulator.channel_id, f"{n}") for n in range(5)]
+        assert [a.status for a in answers] == [200] * 5
+        assert [a.headers["X-RateLimit-Remaining"] for a in answers] == ["4", "3", "2", "1", "0"]
+        first = answers[0].headers
+        assert first["X-RateLimit-Limit"] == "5"
+        assert first["X-RateLimit-Reset-After"] == "5.000"
+        assert float(first["X-RateLimit-Reset"]) == pytest.approx(time.time() + 5.0, abs=1.0)
+        assert first["X-RateLimit-Bucket"] == answers[4].headers["X-RateLimit-Bucket"]
+        await asyncio.sleep(2.0)
+        refused = await raw_send(emulator, session, emulator.channel_id, "sixth")
+        assert refused.status == 429
+        assert refused.body == {
+            "message": "You are being rate limited.",
+            "retry_after": 3.0,
+            "global": False,
+            "code": 0,
+        }
+        assert refused.headers["Via"]
+        assert refused.headers["X-RateLimit-Scope"] == "user"
+        assert refused.headers["X-RateLimit-Remaining"] == "0"
+        assert refused.headers["X-RateLimit-Reset-After"] == "3.000"
+        assert "X-RateLimit-Global" not in refused.headers
+        assert emulator.rate_limit_hits == {"send": 1}
+        assert emulator.requests[-1].rate_limited == "route"
+        assert emulator.text() == "0\n1\n2\n3\n4"  # the refused one is not accepted
+        await asyncio.sleep(start + 5.0 - now())  # the window ends 5 s after its first send
+        again = await raw_send(emulator, session, emulator.channel_id, "sixth")
+        assert again.status == 200
+        assert again.headers["X-RateLimit-Remaining"] == "4"
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_buckets_are_per_channel_and_per_route() -> None:
+    limits = RateLimits(send=Limit(2, 5.0), typing=Limit(2, 5.0), global_limit=None)
+    async with (
+        DiscordEmulator(rate_limits=limits) as emulator,
+        aiohttp.ClientSession() as session,
+    ):
+        other = emulator.add_channel("other")
+        auth = {"Authorization": f"Bot {emulator.token}"}
+        for channel_id in (emulator.channel_id, other):
+            for n in range(2):
+                assert (await raw_send(emulator, session, channel_id, f"{n}")).status == 200
+            url = f"{emulator.base_url}/channels/{channel_id}/typing"
+            for _ in range(2):
+                async with session.post(url, headers=auth) as response:
+                    assert response.status == 204
+                    assert response.headers["X-RateLimit-Bucket"] == "emulator-typing"
+            async with session.post(url, headers=auth) as response:
+                assert response.status == 429
+        assert (await raw_send(emulator, session, other, "third")).status == 429
+        assert emulator.rate_limit_hits == {"typing": 2, "send": 1}
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_discord_py_reads_the_bucket_and_waits_instead_of_meeting_a_429() -> None:
+    async with connected() as (emulator, _, channel):
+        emulator.rate_limits = SENDS_ONLY  # after the setup requests
+        start = now()
+        for n in range(6):
+            await channel.send(f"line {n}")
+        # discord.py saw Remaining 0 on the 5th send and slept until the bucket reset.
+        assert emulator.rate_limit_hits == {}
+        accepted = [m.at - start for m in emulator.messages()]
+        assert accepted[:5] == [0.0] * 5
+        assert accepted[5] == pytest.approx(5.0)
+        assert emulator.text() == "\n".join(f"line {n}" for n in range(6))
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_concurrent_sends_into_one_channel_meet_no_429_through_discord_py() -> None:
+    async with connected() as (emulator, _, channel):
+        emulator.rate_limits = SENDS_ONLY
+        start = now()
+        await asyncio.gather(*(channel.send(f"{n}") for n in range(12)))
+        assert emulator.rate_limit_hits == {}
+        accepted = sorted(m.at - start for m in emulator.messages())
+        assert len(accepted) == 12
+        assert accepted[4] < 5.0 <= accepted[5]
+        assert accepted[9] < 10.0 <= accepted[10]
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_the_global_limit_answers_a_global_429() -> None:
+    async with (
+        DiscordEmulator(rate_limits=GLOBAL_ONLY) as emulator,
+        aiohttp.ClientSession() as session,
+    ):
+        channels = [emulator.add_channel(f"c{n}") for n in range(51)]
+        start = now()
+        answers = [await raw_send(emulator, session, c, "hi") for c in channels]
+        assert [a.status for a in answers] == [200] * 50 + [429]
+        refused = answers[-1]
+        assert refused.body["global"] is True
+        assert refused.body["retry_after"] == pytest.approx(1.0 - (now() - start))
+        assert refused.headers["X-RateLimit-Global"] == "true"
+        assert refused.headers["X-RateLimit-Scope"] == "global"
+        assert refused.headers["Via"]
+        assert emulator.rate_limit_hits == {"global": 1}
+        assert emulator.requests[-1].rate_limited == "global"
+        await asyncio.sleep(1.0)
+        assert (await raw_send(emulator, session, channels[-1], "hi")).status == 200
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_a_global_429_makes_discord_py_hold_and_retry_until_all_arrive() -> None:
+    async with DiscordEmulator() as emulator, discord_client(emulator) as client:
+        channels = [
+            client.get_partial_messageable(emulator.add_channel(f"c{n}")) for n in range(80)
+        ]
+        emulator.rate_limits = GLOBAL_ONLY
+        start = now()
+        await asyncio.gather(*(channel.send("hi") for channel in channels))
+        assert all(emulator.text(channel.id) == "hi" for channel in channels)
+        assert emulator.rate_limit_hits["global"] >= 30  # the 30 over the first second at least
+        assert set(emulator.rate_limit_hits) == {"global"}
+        assert now() - start >= 1.0
+        refused = [r for r in emulator.requests if r.status == 429]
+        assert all(r.rate_limited == "global" for r in refused)
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_edits_have_their_own_bucket() -> None:
+    limits = RateLimits(edit=Limit(2, 5.0), global_limit=None)
+    async with connected() as (emulator, _, channel):
+        emulator.rate_limits = limits
+        message = await channel.send("v0")
+        start = now()
+        for n in range(1, 4):
+            message = await message.edit(content=f"v{n}")
+        assert emulator.rate_limit_hits == {}  # discord.py waited, as the headers said
+        assert now() - start == pytest.approx(5.0)
+        assert emulator.messages()[0].content == "v3"
+        assert emulator.messages()[0].edits == 3
+
+
+def test_limits_are_checked_when_built() -> None:
+    with pytest.raises(ValueError, match="Limit"):
+        Limit(0, 1.0)
+    with pytest.raises(ValueError, match="Limit"):
+        Limit(5, 0.0)
+    with pytest.raises(TypeError):
+        Limit(2.5, 1.0)  # type: ignore[arg-type]

@@ -1,9 +1,17 @@
-"""The stop registry in the shell (SPEC C1–C3, C5, C8): one entry per channel, woken at once."""
+"""The stop registry in the shell (SPEC C1–C3, C5, C8): one entry per channel, woken at once;
+and what a running stream does with entries that arrive while its outcome is decided (C2, C5,
+C7), against the Discord emulator."""
 
 from __future__ import annotations
 
-from cordstream.shell import StreamOrchestrator
+import asyncio
+
+import pytest
+
+from cordstream.shell import StreamConfig, StreamOrchestrator
+from cordstream.shell.emulator import Delay, RateLimited
 from cordstream.shell.stops import DEFAULT_STOPS, StopRegistry
+from tests.stage import Hang, ScriptProvider, Stage, stage
 
 
 class Clock:
@@ -131,3 +139,110 @@ def test_C_a_module_level_registry_is_shared_by_default() -> None:
     assert StreamOrchestrator().stops is StreamOrchestrator().stops
     own = StopRegistry()
     assert StreamOrchestrator(own).stops is own
+
+
+# -- C2, C5, C7 in a running stream: requests while the last message waits out a 429 ------------
+# Discord answers the first send with a 429 (retry after 1 s), so the outcome is decided while
+# that message is still in flight: the window in which a later request meets a decided outcome.
+
+
+def _rate_limited(s: Stage) -> None:
+    s.api.inject(RateLimited(retry_after=1.0), route="send")
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+@pytest.mark.parametrize(
+    ("requester", "reason"), [("bob", "user_request"), (None, "system_request")]
+)
+async def test_C2_C7_a_stop_50ms_after_a_follow_up_wins_and_leaves_nothing_behind(
+    requester: str | None, reason: str
+) -> None:
+    async with stage() as s:
+        loop = asyncio.get_running_loop()
+        _rate_limited(s)
+        provider = ScriptProvider(["First line\nSecond", Hang()])
+        accepted: list[bool] = []
+        loop.call_later(0.1, s.orchestrator.request_follow_up, s.channel.id, "bob")
+        loop.call_later(
+            0.15,
+            lambda: accepted.append(s.orchestrator.request_stop(s.channel.id, requester, "ctx")),
+        )
+        result = await s.stream(provider)
+        assert accepted == [True]
+        assert result.status == "stopped_by_user"
+        assert result.stop_reason == reason
+        assert result.stop_context == "ctx"
+        assert len(s.stops) == 0  # C5: the stream consumed the stop it resolved
+        assert s.contents == ["First line", "Second"]  # C6: what the follow-up dropped, sent
+        assert result.messages == ("First line", "Second")
+        assert provider.closed
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_C5_C7_a_follow_up_50ms_after_a_stop_stays_for_the_next_stream() -> None:
+    async with stage() as s:
+        loop = asyncio.get_running_loop()
+        _rate_limited(s)
+        provider = ScriptProvider(["First line\nSecond", Hang()])
+        loop.call_later(0.1, s.orchestrator.request_stop, s.channel.id, "bob", "ctx")
+        loop.call_later(0.15, s.orchestrator.request_follow_up, s.channel.id, "carol")
+        result = await s.stream(provider)
+        assert result.status == "stopped_by_user"
+        assert result.stop_context == "ctx"
+        assert s.contents == ["First line", "Second"]
+        entry = s.stops.peek(s.channel.id)
+        assert entry is not None
+        assert (entry.kind, entry.requester_id) == ("follow_up", "carol")
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_C2_a_stop_after_a_follow_up_on_a_completed_answer_still_wins() -> None:
+    async with stage() as s:
+        loop = asyncio.get_running_loop()
+        _rate_limited(s)
+        provider = ScriptProvider(["First line\nSecond"])  # the answer ends on its own
+        loop.call_later(0.1, s.orchestrator.request_follow_up, s.channel.id, "bob")
+        loop.call_later(0.15, s.orchestrator.request_stop, s.channel.id, "bob", "ctx")
+        result = await s.stream(provider)
+        assert result.status == "stopped_by_user"
+        assert result.stop_context == "ctx"
+        assert len(s.stops) == 0
+        assert s.contents == ["First line", "Second"]
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_C5_a_stop_during_an_internal_stop_stays_in_the_registry() -> None:
+    async with stage() as s:
+        loop = asyncio.get_running_loop()
+        s.api.inject(Delay(0.0), route="send")  # "one"
+        s.api.inject(Delay(2.0), route="send")  # the flush-limit warning, slow
+        provider = ScriptProvider(["one\n", "two\n", "three", Hang()])
+        loop.call_later(0.5, s.orchestrator.request_stop, s.channel.id, "bob", "ctx")
+        result = await s.stream(provider, StreamConfig(flush_limit=1))
+        assert result.status == "stopped_by_user"
+        assert result.stop_reason == "flush_limit"
+        assert result.stop_context is None
+        assert s.contents == ["one"]
+        entry = s.stops.peek(s.channel.id)  # the outcome was fixed: the bot sees the stop
+        assert entry is not None
+        assert entry.context == "ctx"
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_C5_a_second_stop_while_stopping_is_consumed() -> None:
+    async with stage() as s:
+        loop = asyncio.get_running_loop()
+        _rate_limited(s)
+        provider = ScriptProvider(["First line\nSecond", Hang()])
+        loop.call_later(0.1, s.orchestrator.request_stop, s.channel.id, None, "shutdown")
+        loop.call_later(0.15, s.orchestrator.request_stop, s.channel.id, "bob", "ctx")
+        result = await s.stream(provider)
+        assert result.stop_reason == "system_request"
+        assert result.stop_context == "shutdown"
+        assert len(s.stops) == 0
+        assert s.contents == ["First line", "Second"]

@@ -109,6 +109,7 @@ from cordstream.shell.config import StreamConfig
 from cordstream.shell.context import StreamContext
 from cordstream.shell.providers import base
 from cordstream.shell.providers.base import Failed, ToolOutcome
+from cordstream.shell.secrets import client_secrets
 
 AnthropicItem: TypeAlias = ProcessedChunk | Failed
 """What `start_stream` yields: a decided chunk, or a failure to report as an `ErrorChunk`."""
@@ -257,6 +258,11 @@ class AnthropicProvider:
         self.tools: tuple[ToolParam, ...] | None = tuple(tools) if tools else None
         self.params: dict[str, object] = dict(params)
         self._last_tool_turn: _ToolTurn | None = None
+
+    def secrets(self) -> tuple[str, ...]:
+        """The client's API key, auth token and credential headers, removed from every embed
+        (G4)."""
+        return client_secrets(self.client)
 
     # --- StreamProvider ---------------------------------------------------------------------
 

@@ -27,10 +27,14 @@ results appended in the provider's own format. `cordstream.shell.run_turn` uses 
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import inspect
 import re
-from collections.abc import Mapping, Sequence
+from collections import deque
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal, Protocol, Self, TypeAlias, TypeVar
+from typing import Any, Final, Literal, Protocol, Self, TypeAlias, TypeVar
 
 from cordstream.domain import ErrorChunk, ErrorKind, FunctionCall, ProcessedChunk, ProviderError
 from cordstream.shell.context import StreamProvider
@@ -287,3 +291,60 @@ def describe_error(
         return "The model's answer was cut off before it finished."
     localized = (headlines or {}).get(locale.strip().replace("_", "-").lower(), {})
     return localized.get(error.kind) or HEADLINES.get(error.kind)
+
+
+# --- closing the SDK's generators (B10, B11) ----------------------------------------------
+
+MAX_SDK_GENERATORS: Final = 64
+
+
+def sdk_generators(root: object, package: str | tuple[str, ...]) -> list[AsyncGenerator[Any, Any]]:
+    """The SDK's suspended async generators from `root` down, outer first.
+
+    Followed: the generators a suspended generator's frame holds (locals and the iterator of
+    an `async for`), and those kept as attributes by an SDK async iterator it holds
+    (`HttpResponse.segment_iterator`); not the attributes of shared SDK objects such as the
+    client. Only generators of the SDK's own modules (`package`, one module prefix or
+    several) are taken. An SDK that stops iterating one of its generators without closing it
+    leaves the closing to the garbage collector, and asyncio then closes it in a task of its
+    own, after the stream is over: an adapter finds them while they are suspended and closes
+    them itself (`close_generators`).
+    """
+    found: list[AsyncGenerator[Any, Any]] = []
+    seen: set[int] = set()
+    pending: deque[object] = deque([root])
+    while pending and len(found) < MAX_SDK_GENERATORS:
+        item = pending.popleft()
+        if not inspect.isasyncgen(item) or id(item) in seen:
+            continue
+        seen.add(id(item))
+        frame = item.ag_frame
+        if frame is None or not str(frame.f_globals.get("__name__", "")).startswith(package):
+            continue
+        found.append(item)
+        for held in gc.get_referents(item):
+            if inspect.isasyncgen(held):
+                pending.append(held)
+            elif _is_sdk_async_iterator(held, package):
+                pending.extend(v for v in vars(held).values() if inspect.isasyncgen(v))
+    return found
+
+
+def _is_sdk_async_iterator(value: object, package: str | tuple[str, ...]) -> bool:
+    kind = type(value)
+    return (
+        kind.__module__.startswith(package)
+        and hasattr(kind, "__anext__")
+        and hasattr(value, "__dict__")
+    )
+
+
+async def close_generators(generators: Iterable[object]) -> None:
+    """`aclose()` each in turn (outer first); what one raises does not keep the next open and
+    never turns a result into an exception. A finished generator's `aclose()` does nothing."""
+    for closable in generators:
+        aclose = getattr(closable, "aclose", None)
+        if aclose is None:
+            continue
+        with contextlib.suppress(Exception):
+            await aclose()

@@ -88,14 +88,10 @@ last answer is remembered per object, and a new `start_stream` forgets it.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import gc
-import inspect
-from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeAlias, cast
+from typing import Final, TypeAlias, cast
 
 import aiohttp
 import httpx2
@@ -117,6 +113,7 @@ from cordstream.shell.config import StreamConfig
 from cordstream.shell.context import StreamContext
 from cordstream.shell.providers import base
 from cordstream.shell.providers.base import Failed, ToolOutcome
+from cordstream.shell.secrets import client_secrets
 
 GeminiItem: TypeAlias = ProcessedChunk | Failed
 """What `start_stream` yields: a decided chunk, or a failure to report as an `ErrorChunk`."""
@@ -135,7 +132,6 @@ _FAILURES: Final = (
     OSError,  # TimeoutError, ConnectionResetError …
 )
 _SDK_PACKAGE: Final = "google.genai"
-_MAX_SDK_GENERATORS: Final = 64
 _RETRY_INFO: Final = "google.rpc.RetryInfo"
 
 
@@ -249,6 +245,11 @@ class GeminiProvider:
     @property
     def model(self) -> str:
         return self._model
+
+    def secrets(self) -> tuple[str, ...]:
+        """The client's API key and credential headers, removed from every embed (G4)."""
+        api_client = getattr(self._client, "_api_client", None)  # where google-genai keeps it
+        return client_secrets(api_client, getattr(api_client, "api_key", None))
 
     @property
     def contents(self) -> Contents:
@@ -379,47 +380,5 @@ def _says_retry(details: object) -> bool:
 
 async def _close(stream: AsyncIterator[types.GenerateContentResponse]) -> None:
     """Close the SDK's stream and its HTTP response now, not at the next GC (B10, B11)."""
-    below = _sdk_generators(stream)  # before closing: a closed generator's frame is gone
-    for closable in (stream, *below):
-        aclose = getattr(closable, "aclose", None)
-        if aclose is None:
-            continue
-        with contextlib.suppress(Exception):  # closing must not turn a result into an exception
-            await aclose()
-
-
-def _sdk_generators(root: object) -> list[AsyncGenerator[Any, Any]]:
-    """The SDK's suspended async generators from `root` down, outer first.
-
-    Followed: the generators a suspended generator's frame holds (locals and the iterator of
-    an `async for`), and those kept as attributes by an SDK async iterator it holds
-    (`HttpResponse.segment_iterator`); not the attributes of shared SDK objects such as the
-    client. Only generators of the SDK's own modules are taken.
-    """
-    found: list[AsyncGenerator[Any, Any]] = []
-    seen: set[int] = set()
-    pending: deque[object] = deque([root])
-    while pending and len(found) < _MAX_SDK_GENERATORS:
-        item = pending.popleft()
-        if not inspect.isasyncgen(item) or id(item) in seen:
-            continue
-        seen.add(id(item))
-        frame = item.ag_frame
-        if frame is None or not str(frame.f_globals.get("__name__", "")).startswith(_SDK_PACKAGE):
-            continue
-        found.append(item)
-        for held in gc.get_referents(item):
-            if inspect.isasyncgen(held):
-                pending.append(held)
-            elif _is_sdk_async_iterator(held):
-                pending.extend(v for v in vars(held).values() if inspect.isasyncgen(v))
-    return found
-
-
-def _is_sdk_async_iterator(value: object) -> bool:
-    kind = type(value)
-    return (
-        kind.__module__.startswith(_SDK_PACKAGE)
-        and hasattr(kind, "__anext__")
-        and hasattr(value, "__dict__")
-    )
+    # Found before closing: a closed generator's frame is gone.
+    await base.close_generators([stream, *base.sdk_generators(stream, _SDK_PACKAGE)])

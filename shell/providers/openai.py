@@ -70,10 +70,12 @@ Rules (where the shared contract in `cordstream.shell.providers.base` left a cho
   `api_error`, retryable. A failure that comes after the finish signal (the connection cut
   before the usage chunk or `[DONE]`) is ignored: the answer is whole, only its usage is lost.
 - **Closing.** The SDK stream's HTTP response is closed in `finally` on every exit path
-  (B10), before the terminal item is yielded. The SDK's own chunk generator (a private
-  attribute, read defensively) is closed first: left suspended, it and the httpx2 generators
-  under it sit in a reference cycle until the garbage collector finishes them, each in a task
-  of its own, at some later moment (B11). The client is the caller's: its retries and
+  (B10), before the terminal item is yielded. The SDK's own generators are closed first: its
+  chunk generator (a private attribute, read defensively), the event generator under it, and
+  httpx2's byte generator under that, which the SDK itself leaves unclosed when it reads
+  `[DONE]` (found at the first chunk, while they are suspended). Left to the garbage
+  collector, each would be closed in a task of its own, at some later moment, after the call
+  is over (B11). The client is the caller's: its retries and
   timeouts are left alone and it is never closed.
 
 `after_tools(outcomes)` returns a new provider whose messages are this request's, then the
@@ -92,9 +94,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias, cast
+from typing import Any, Final, TypeAlias, cast
 
 import openai
 from openai.types.chat import (
@@ -118,12 +120,16 @@ from cordstream.shell.config import StreamConfig
 from cordstream.shell.context import StreamContext
 from cordstream.shell.providers import base
 from cordstream.shell.providers.base import Failed, ToolOutcome
+from cordstream.shell.secrets import client_secrets
 
 OpenAIItem: TypeAlias = ProcessedChunk | Failed
 """What `start_stream` yields: a decided chunk, or a failure to report as an `ErrorChunk`."""
 
 Message: TypeAlias = ChatCompletionMessageParam | Mapping[str, object]
 Tool: TypeAlias = ChatCompletionToolUnionParam | Mapping[str, object]
+
+# The SDK and its HTTP client, whose generators `_close` closes.
+_SDK_PACKAGES: Final = ("openai.", "httpx2.", "httpcore2.")
 
 
 def _get(obj: object, name: str) -> object:
@@ -400,6 +406,10 @@ class OpenAIChatProvider:
     def model(self) -> str:
         return self._model
 
+    def secrets(self) -> tuple[str, ...]:
+        """The client's API key and credential headers, removed from every embed (G4)."""
+        return client_secrets(self._client)
+
     @property
     def messages(self) -> tuple[Message, ...]:
         return self._messages
@@ -468,6 +478,8 @@ class OpenAIChatProvider:
         answer = _Answer()
         stream: openai.AsyncStream[ChatCompletionChunk] | None = None
         failure: ProviderError | None = None
+        # The SDK's generators under its stream, held from the first chunk on (`_close`).
+        below: list[AsyncGenerator[Any, Any]] = []
         try:
             stream = cast(
                 "openai.AsyncStream[ChatCompletionChunk]",
@@ -478,12 +490,14 @@ class OpenAIChatProvider:
                     chunk = await anext(stream)
                 except StopAsyncIteration:
                     break
+                if not below:
+                    below = base.sdk_generators(stream.__dict__.get("_iterator"), _SDK_PACKAGES)
                 yield answer.take(chunk)
         except (openai.APIError, json.JSONDecodeError) as error:
             failure = _failure(error)
         finally:
             if stream is not None:
-                await _close(stream)
+                await _close(stream, below)
         if failure is not None and answer.finish_reason is None:
             yield Failed(failure)
             return
@@ -527,11 +541,16 @@ def _reported(
     )
 
 
-async def _close(stream: openai.AsyncStream[ChatCompletionChunk]) -> None:
-    """Close the SDK's event generator and the HTTP response (B10, B11)."""
-    aclose = getattr(stream.__dict__.get("_iterator"), "aclose", None)
+async def _close(
+    stream: openai.AsyncStream[ChatCompletionChunk], below: Sequence[AsyncGenerator[Any, Any]]
+) -> None:
+    """Close the SDK's event generators and the HTTP response now (B10, B11).
+
+    `below`: the SDK's generators under its stream, found while they were suspended. openai
+    2.x's `AsyncStream.__stream__` leaves the `[DONE]` event by `break`, without closing its
+    `_iter_events` generator: asyncio's GC hook would close it later, in a task of its own,
+    after the call is over.
+    """
+    await base.close_generators([stream.__dict__.get("_iterator"), *below])
     with contextlib.suppress(Exception):  # closing must not turn a result into an exception
-        if aclose is not None:
-            await aclose()
-    with contextlib.suppress(Exception):
         await stream.close()
