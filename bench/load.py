@@ -7,7 +7,19 @@ and then waits until every stream has started, so all N are alive at the same mo
 resident set size is read then (`/proc/self/statm`), against a baseline taken after the
 emulator, the client and the N channels exist. The emulator runs in the same process, so
 its storage of the messages is part of the figure: the per-stream cost is an upper bound.
-The wall time runs from the start of the first stream to the end of the last.
+The wall time runs from the start of the first stream to the end of the last. The emulator
+has no rate limits here, so cordstream's pacing is off (`set_global_budget(None)`): the figure
+is cordstream's own cost, not Discord's 50 requests a second.
+
+Discord's real limits (`global_limit_*`): the same number of streams, each a 3-line answer into
+its own channel, against the emulator with Discord's rate limits on (`RateLimits()`: 50
+requests per second over the bot, 5 per 5 s per channel and route), at cordstream's default
+budget (`DISCORD_GLOBAL`), on looptime's virtual clock (the waiting costs no real time).
+`global_limit_lost` counts the answers that did not complete whole, in order and once (must be
+0, SPEC F4); `global_limit_429s` the 429s the emulator answered; `global_limit_time_ratio` the
+virtual time from the first start to the last result over the least the limit allows, the
+requests that reached Discord ÷ 50 per second (1.0 is ideal; pacing releases 50 at once, so a
+little under 1 is possible).
 
 Discord requests (`discord_requests_per_10k_chars`): `make demo`'s answer, streamed at the
 demo's pace (7-character chunks, 200 per second) in real time into the emulator at the
@@ -26,11 +38,18 @@ import time
 from collections.abc import AsyncIterator
 
 import discord
+import looptime
 
 from cordstream.domain import ProcessedChunk, ProviderError, TextChunk
-from cordstream.shell import StreamConfig, StreamContext, StreamOrchestrator
+from cordstream.shell import (
+    DISCORD_GLOBAL,
+    StreamConfig,
+    StreamContext,
+    StreamOrchestrator,
+    set_global_budget,
+)
 from cordstream.shell.demo import ANSWER, Options, ScriptedProvider
-from cordstream.shell.emulator import DiscordEmulator, discord_client
+from cordstream.shell.emulator import DiscordEmulator, RateLimits, discord_client
 from cordstream.shell.stops import StopRegistry
 
 _LINES = (
@@ -124,6 +143,58 @@ async def _concurrent(streams: int) -> dict[str, float]:
     }
 
 
+class _AnswerProvider:
+    name = "answer"
+
+    async def start_stream(
+        self, config: StreamConfig, context: StreamContext
+    ) -> AsyncIterator[ProcessedChunk]:
+        for line in _LINES:
+            yield TextChunk(line)
+
+    def process_chunk(self, raw: ProcessedChunk) -> ProcessedChunk:
+        return raw
+
+    def describe_error(self, error: ProviderError, locale: str) -> str | None:
+        return None
+
+
+async def _global_limit(streams: int) -> dict[str, float]:
+    """`streams` 3-line answers at once against Discord's real limits (see the docstring)."""
+    loop = asyncio.get_running_loop()
+    async with DiscordEmulator() as api, discord_client(api) as client:
+        ids = [api.add_channel(f"c{index}") for index in range(streams)]
+        channels = [client.get_partial_messageable(channel_id) for channel_id in ids]
+        api.rate_limits = RateLimits()
+        orchestrator = StreamOrchestrator(StopRegistry())
+        before = len(api.requests)
+        start = loop.time()
+        results = await asyncio.gather(
+            *(
+                orchestrator.stream_to_discord(
+                    _AnswerProvider(), StreamConfig(), StreamContext(channel)
+                )
+                for channel in channels
+            )
+        )
+        elapsed = loop.time() - start
+        requests = len(api.requests) - before
+        expected = "".join(_LINES)
+        lost = sum(
+            1
+            for channel_id, result in zip(ids, results, strict=True)
+            if result.status != "completed"
+            or api.text(channel_id) != expected
+            or len(api.messages(channel_id)) != result.messages_sent
+        )
+        return {
+            "global_limit_streams": float(streams),
+            "global_limit_lost": float(lost),
+            "global_limit_429s": float(sum(api.rate_limit_hits.values())),
+            "global_limit_time_ratio": elapsed / (requests / DISCORD_GLOBAL.requests),
+        }
+
+
 def naive_requests(text: str) -> int:
     """One message per non-empty line, a line over 2000 characters in several."""
     visible = text.split("</think>", 1)[-1]
@@ -145,7 +216,14 @@ async def _requests() -> tuple[int, int]:
 
 
 def measure(quick: bool = False, streams: int = 1000) -> dict[str, float]:
-    figures = asyncio.run(_concurrent(100 if quick else streams))
+    count = 100 if quick else streams
+    previous = set_global_budget(None)  # an emulator without limits: nothing to pace
+    try:
+        figures = asyncio.run(_concurrent(count))
+    finally:
+        set_global_budget(previous)
+    with asyncio.Runner(loop_factory=looptime.new_event_loop) as runner:
+        figures |= runner.run(_global_limit(count))
     ours, delivered = asyncio.run(_requests())
     naive = naive_requests(ANSWER)
     per_10k = 10_000 / len(ANSWER)

@@ -1,19 +1,36 @@
-"""`python -m bench.soak [--streams N] [--seed S] [--channels C] [--json]`: a soak of the
-real shell under faults (`make soak`).
+"""`python -m bench.soak [--streams N] [--seed S] [--channels C] [--limited N]
+[--limited-channels C] [--answers N] [--json]`: a soak of the real shell under faults
+(`make soak`).
 
 Thousands of randomized streams go through the real `StreamOrchestrator.stream_to_discord`, a
 real logged-in `discord.Client` and the local `DiscordEmulator`, in batches of C concurrent
 streams, one per emulator channel. Everything runs on looptime's virtual clock (one
 `asyncio.Runner` with `looptime.new_event_loop`): hangs, inactivity timeouts, typing pauses,
-slow replies, 429 waits and discord.py's 5xx backoff (1, 3, 5, 7, 9 s) cost no real time.
+slow replies, 429 waits, discord.py's 5xx backoff (1, 3, 5, 7, 9 s) and the provider's cleanup
+budget cost no real time.
+
+Three phases, one emulator and client each, the plans of all drawn from the one seeded Random:
+
+1. *faults* (`--streams`, 5000, `--channels` 8 at once): the emulator's rate limits off.
+2. *real limits* (`--limited`, 1000, `--limited-channels` 250 at once): the same kind of plans
+   under Discord's real rate limits (`DiscordEmulator(rate_limits=RateLimits())`, switched on
+   after the set-up requests: per-channel buckets with their headers, a global 50 requests per
+   second with `"global": true` 429s), with cordstream's process-wide pacing as it is
+   (`cordstream.shell.ratelimit`, 50/s by default). Every check of phase 1 holds; a 429 from
+   the limits counts as one of discord.py's tries, like an injected one (`_send_faults`).
+3. *answers* (`--answers`, 1000, all at once): clean 3-line answers (random chunk sizes, some
+   pauses), each into its own channel, under the same limits. Every one must end `completed`
+   with its three lines, in order, in `accumulated_text` and in its channel, and no embed
+   (F4, `check_answer`); any other is an answer lost.
 
 Rules chosen
 ------------
 - Every stream draws its plan from one `random.Random(seed)`, in stream order, before it
   runs: the provider's script (text pieces cut into random chunk sizes, at most one sleep,
-  shorter than the 5 s inactivity timeout, after each, and one *tail*), the Discord faults queued
-  for its channel (`api.inject(..., channel_id=...)`), the user requests and the context.
-  Real I/O interleaves with virtual time, so two runs with one seed agree on the plans, not
+  shorter than the 5 s inactivity timeout, after each, and one *tail*), its cleanup and its
+  reaction to cancellation, the Discord faults queued for its channel
+  (`api.inject(..., channel_id=...)`), the user requests, the caller and the context. Real I/O
+  interleaves with virtual time, so two runs with one seed agree on the plans, not
   necessarily on every status.
 - Provider tails: `end` (exhausted), `done` (a `DoneChunk` with usage, then maybe more text),
   `raise` (the iterator raises: ValueError, a RuntimeError with a key in it, ConnectionResetError,
@@ -24,6 +41,28 @@ Rules chosen
   code fences, `<think>`/`<details>` blocks holding markers that must never reach Discord,
   mentions (@everyone, @here, <@id>, <@!id>, <@&id>), lines over 2000 characters, emoji and
   ZWJ sequences, keep-alives with usage or thoughts, and `DoneChunk`s mid-stream.
+- Provider cleanups (issue 10, defects 1 and 2), once cordstream stops the provider: `normal`;
+  `finally_hang` (the async generator's `finally` awaits forever when it is cancelled or
+  closed, so inside the interrupted `__anext__` or inside `aclose()`); `aclose_hang`
+  (`aclose()` awaits forever); `aclose_cancelled` (`aclose()` raises CancelledError although
+  nobody cancelled anything).
+- Provider reactions to the cancellation cordstream uses to interrupt a pending `__anext__`
+  (defect 3): `normal` (it goes through); `swallow_wait` (caught, and the provider keeps
+  waiting); `swallow_yield` (caught, and it yields a text marker that must never be sent);
+  `convert_return` (caught, and the iterator ends: StopAsyncIteration); `convert_raise`
+  (caught, and it raises a ValueError of its own). A provider swallows or absorbs at most one
+  cancellation: the next one, which cordstream sends when the cleanup budget
+  (`CLOSE_TIMEOUT`) is spent, goes through, so no provider is abandoned and none of its code
+  may still run when the call returns (a provider that ignores every cancellation is
+  abandoned by design, see shell/orchestrator.py, and is not part of the soak).
+- Callers (defects 3 and 5): `plain` awaits the call; `cancel` runs it in a task of its own
+  and cancels that at a random virtual moment, half of the time while discord.py waits out a
+  global 429 that the stream's first send is answered with (the caller cancels within its
+  `retry_after`); `timeout` wraps the call in its own `asyncio.timeout(...)`. Every caller's
+  task must leave the call with the `cancelling()` it came with, plus the one cancel request a
+  `cancel` caller made itself; a delivered cancel must come out as CancelledError, a timeout
+  that fired as TimeoutError, each within the provider's cleanup budget (`CLOSE_TIMEOUT +
+  CLOSE_GRACE`) and RETURN_SLACK of the caller's move, with no result.
 - Discord faults (each stream: none, one or two): 429 (with `Via`: waited out; global or not),
   429 without `Via` (Cloudflare: refused), 403 Missing Access / Missing Permissions, 404
   Unknown Channel, 500, 502, 500 six times (beyond discord.py's five retries), Drop, Delay
@@ -32,39 +71,69 @@ Rules chosen
 - User requests: a stop (user, system, or the internal `channel_deleted`) or follow-up
   registered before the stream (B4), at random virtual moments after its start
   (`loop.call_later`; some land after the stream ended), and some deliberately after the result.
+  Some streams race a stop against a follow-up (defect 4): the first send is answered with a
+  429 (1 or 2 s, sometimes global), a follow-up comes at a random moment in the first 0.9 s,
+  and a stop 2 to 100 ms after it; half of those providers hang after their text.
   After a batch, every scheduled request has fired; an entry left in the registry is *stale*
   when it was registered after its stream stopped listening, or it is a follow-up that came
-  while a stop or follow-up was already ending the stream (it waits for the next turn, C5):
+  while a stop or follow-up was already ending the stream (it waits for the next turn, C5),
+  or it is a stop that came once an internal stop had fixed the outcome (C5: it stays for the
+  bot to see), or its call was cancelled by its caller (no result: nothing was resolved):
   those are counted and cleaned with `orchestrator.discard_requests(channel_id)` before the
   channel's next stream. Any other entry is unexplained, a must-be-zero figure.
-- Per batch: tasks started during the batch and still alive after it (the emulator's own
-  aiohttp connection handlers excluded: that is Discord's side) are leaked tasks;
-  `stops.listening()` must be 0.
+- A stop is never lost (C2, C5, `_check_stops`): each accepted stop decided the result
+  (`stopped_by_user` with the context of one of the stops made: a second stop that found the
+  stream stopping changes nothing), or is still the channel's registry entry once the batch
+  settled, or was replaced by a later stop while pending. A call its caller interrupted has no
+  result and is not judged on this.
+- Per batch: requests that cancelled calls handed over to the background
+  (`ratelimit.drain_background`) are given BACKGROUND_LIMIT virtual seconds to end; tasks
+  started during the batch and still alive after it (the emulator's own aiohttp connection
+  handlers excluded: that is Discord's side) are leaked tasks; `stops.listening()` must be 0;
+  then a probe message is sent through the same `discord.Client`, on a channel of its own,
+  and must be accepted within PROBE_LIMIT virtual seconds, or the client is *wedged* (B11: a
+  caller's cancellation during a global 429 wait must not leave discord.py's global lock
+  closed).
 - Per stream (`check_stream`, a pure function of the recorded `Outcome`): one `StreamResult`
-  and nothing raised (B1); a known status; `messages` equals the contents of the non-embed
+  and nothing raised (B1), unless the caller's own cancel or timeout interrupted the call
+  (`check_caller` above); a known status; `messages` equals the contents of the non-embed
   messages the emulator accepted in the stream's channel during its batch, in order,
   `accumulated_text` those contents joined by "\\n", and `messages_sent` their number (F2),
   whatever the status (B9); no message over min(2000,
   max_message_length) (E7); no message pings anyone (F1); no request refused by Discord as
   malformed (400); the first message replies when asked, later ones do not (F1); no embed
-  when suppressed (G7); the provider is closed once started (B10), within 50 ms of the first
-  accepted request (B3) or of the deadline (B2); think/details markers never sent (E4, E5);
-  usage is the latest valid report (B5); B4; every status is explained by what happened (an
-  `error` by a provider fault or a failing Discord fault, a `timeout` by a hang, ...), and a
-  *quiet* stream (no request before its end, no Discord fault that can change its course)
-  ends exactly as its tail says, with one error/timeout embed, last, unless suppressed (G6).
-  discord.py makes five tries per request, each 429-with-Via or 5xx reply using one: fewer
-  than five such replies in a stream cannot fail a send, so they leave it quiet.
-- Wall time is `time.perf_counter()` around the whole run, emulator start included.
+  when suppressed (G7); the provider, once started, is told to stop (`closed_at`: a
+  cancellation reached it, its generator's `finally` ran, or `aclose()` was called) within 50
+  ms of the first accepted request (B3) or of the deadline (B2), is closed with `aclose()`
+  (B10), and none of its code is still running when the call returns (B11); think/details
+  markers and text yielded after a stop never sent (E4, E5, B5); usage is the latest valid
+  report (B5); B4; every status is explained by what happened (an `error` by a provider fault
+  or a failing Discord fault, a `timeout` by a hang, ...), and a *quiet* stream (no request
+  before its end, no Discord fault that can change its course) ends exactly as its tail says
+  (its cleanup and reaction do not change the outcome), with one error/timeout embed, last,
+  unless suppressed (G6). discord.py makes five tries per request, each 429-with-Via or 5xx
+  reply using one: fewer than five such replies in a stream cannot fail a send, so they leave
+  it quiet.
+  A caller-interrupted stream is explained thus: CancelledError (or the caller's TimeoutError)
+  came out of the call, there is no result, its messages obey every message rule above, the
+  provider was closed and is not running, and the batch leaked nothing.
+- Wall time is `time.perf_counter()` around the whole run, emulator start included; each
+  phase's real and virtual seconds are printed.
 
 Found by the soak and fixed: garbage chunks whose field was smuggled to a wrong type after
 validation made `step` raise, and the shell's last resort then lost a message in flight (F2,
 B13); an overflow cut (E2) inside an inline code span made capture take a later `<think>` on
-that line for code, so the thought was sent (E4). Both faults are part of every soak.
+that line for code, so the thought was sent (E4). Both faults are part of every soak. Run
+against the shell of issue 10's time, the new faults find its defects 1 to 6: CancelledError
+escaping, callers' `cancelling()` changed and a timeout raising CancelledError, stops lost
+behind follow-ups, the client wedged after a cancel during a global 429 wait, and 37 of 200
+answers lost at the global limit.
 
 Must be zero (the exit status is 1 otherwise): exceptions escaped, streams stuck (not done
 within 900 virtual seconds), leaked tasks, leaked listeners, unexplained registry entries,
-transcript mismatches, pings, and invariant violations.
+transcript mismatches, pings, invariant violations, callers whose `cancelling()` changed,
+timeout callers that got CancelledError instead of TimeoutError, stops lost, wedged clients,
+and answers lost or incomplete.
 """
 
 from __future__ import annotations
@@ -76,7 +145,7 @@ import random
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeAlias, cast, get_args
@@ -91,13 +160,14 @@ from cordstream.domain import (
     FunctionCallChunk,
     ProcessedChunk,
     ProviderError,
+    StopRequest,
     StreamResult,
     StreamStatus,
     TextChunk,
     Thought,
     TokenUsage,
 )
-from cordstream.shell import StreamConfig, StreamContext, StreamOrchestrator
+from cordstream.shell import StreamConfig, StreamContext, StreamOrchestrator, ratelimit
 from cordstream.shell.emulator import (
     BAD_GATEWAY,
     INTERNAL_SERVER_ERROR,
@@ -111,10 +181,12 @@ from cordstream.shell.emulator import (
     Fault,
     FaultRoute,
     RateLimited,
+    RateLimits,
     RecordedRequest,
     SentMessage,
     discord_client,
 )
+from cordstream.shell.orchestrator import CLOSE_GRACE, CLOSE_TIMEOUT
 from cordstream.shell.stops import Listener, StopRegistry
 
 DESCRIPTION: Final = "A soak of the real shell under faults, on looptime's virtual clock."
@@ -152,6 +224,30 @@ FAULT_LABELS: Final = (
 )
 RequestKind: TypeAlias = Literal["stop", "follow_up"]
 When: TypeAlias = Literal["before", "during", "after"]
+# How the provider's cleanup behaves once cordstream stops it (B2, B10): as it should; an
+# async generator whose `finally` awaits forever when it is cancelled or closed; an `aclose()`
+# that hangs; an `aclose()` that raises CancelledError although nobody cancelled anything.
+Cleanup: TypeAlias = Literal["normal", "finally_hang", "aclose_hang", "aclose_cancelled"]
+CLEANUPS: Final[tuple[Cleanup, ...]] = get_args(Cleanup)
+# What the provider does with the cancellation cordstream uses to interrupt a pending
+# `__anext__` (§A, B11), the first time it gets one (the next one goes through): lets it
+# through; swallows it and keeps waiting; swallows it and yields more text; turns it into
+# the end of the stream (StopAsyncIteration); turns it into an exception of its own.
+Reaction: TypeAlias = Literal[
+    "normal", "swallow_wait", "swallow_yield", "convert_return", "convert_raise"
+]
+REACTIONS: Final[tuple[Reaction, ...]] = get_args(Reaction)
+# How the bot awaits `stream_to_discord`: plainly; in a task it cancels at a random moment;
+# inside its own `asyncio.timeout`.
+Caller: TypeAlias = Literal["plain", "cancel", "timeout"]
+CALLERS: Final[tuple[Caller, ...]] = get_args(Caller)
+AFTER_STOP_MARKER: Final = "YIELDED-AFTER-STOP"  # text a provider yields once stopped
+HIDDEN_MARKERS: Final = (THINK_MARKER, DETAILS_MARKER, AFTER_STOP_MARKER)
+# A call interrupted by its caller (cancel, timeout) returns within the provider's cleanup
+# budget (shell/orchestrator.py) and this much more.
+RETURN_SLACK: Final = 0.5
+PROBE_LIMIT: Final = 120.0  # a probe send after a batch not done within this: a wedged client
+BACKGROUND_LIMIT: Final = 120.0  # requests handed over to the background end within this
 MUST_BE_ZERO: Final = (
     "exceptions_escaped",
     "stuck_streams",
@@ -161,6 +257,11 @@ MUST_BE_ZERO: Final = (
     "transcript_mismatches",
     "pings",
     "invariant_violations",
+    "cancelling_changed",
+    "timeouts_as_cancelled",
+    "stops_lost",
+    "wedged_clients",
+    "answers_lost",
 )
 
 
@@ -202,21 +303,42 @@ Step: TypeAlias = str | Sleep | Hang | Raise | Raw | Poison | ProcessedChunk
 
 
 class SoakProvider:
-    """Plays a script and records what the shell did to it (loop times included)."""
+    """Plays a script and records what the shell did to it (loop times included).
+
+    `closed_at`: the first moment the provider was told to stop or ran out (its generator's
+    `finally` ran, a cancellation reached `__anext__`, or `aclose()` was called); `running`:
+    how many of its calls (`__anext__`, `aclose`) are under way; `cancels`: cancellations its
+    code received; `reached`: the tail, cleanup and reaction it actually got to."""
 
     name = "soak"
 
-    def __init__(self, steps: Sequence[Step], headline: str | Exception | None) -> None:
+    def __init__(
+        self,
+        steps: Sequence[Step],
+        headline: str | Exception | None,
+        cleanup: Cleanup = "normal",
+        reaction: Reaction = "normal",
+    ) -> None:
         self.steps = steps
         self.headline = headline
+        self.cleanup = cleanup
+        self.reaction = reaction
         self.started_at: float | None = None
         self.closed_at: float | None = None
+        self.aclose_at: float | None = None  # when `aclose()` was first called
         self.last_chunk_at: float | None = None  # start, or the last process_chunk call
         self.reached: set[str] = set()
         self.expected_usage: TokenUsage | None = None  # the latest valid usage processed
+        self.running = 0
+        self.cancels = 0
+        self.own_error: BaseException | None = None  # what a `Raise` step raised
 
-    async def _run(self) -> AsyncIterator[object]:
-        loop = asyncio.get_running_loop()
+    def stopped(self) -> None:
+        if self.closed_at is None:
+            self.closed_at = asyncio.get_running_loop().time()
+
+    async def _run(self) -> AsyncGenerator[object, None]:
+        ending: BaseException | None = None
         try:
             for step in self.steps:
                 match step:
@@ -229,16 +351,32 @@ class SoakProvider:
                         await asyncio.Event().wait()
                     case Raise(error=error):
                         self.reached.add("raise")
+                        self.own_error = error
                         raise error
                     case _:
                         yield step
             self.reached.add("end")
+        except BaseException as error:
+            ending = error
+            raise
         finally:
-            self.closed_at = loop.time()
+            self.stopped()
+            told = isinstance(ending, asyncio.CancelledError | GeneratorExit)
+            if told and ending is not self.own_error and self.cleanup == "finally_hang":
+                # Defect 2's provider: the cleanup itself hangs, inside the interrupted
+                # `__anext__` (or inside `aclose()`), until it is cancelled (again).
+                self.reached.add("finally_hang")
+                if isinstance(ending, asyncio.CancelledError):
+                    self.cancels += 1  # absorbed here: the next one goes through
+                try:
+                    await asyncio.Event().wait()
+                except asyncio.CancelledError:
+                    self.cancels += 1
+                    raise
 
     def start_stream(self, config: StreamConfig, context: StreamContext) -> AsyncIterator[object]:
         self.started_at = self.last_chunk_at = asyncio.get_running_loop().time()
-        return self._run()
+        return SoakIterator(self)
 
     def process_chunk(self, raw: object) -> ProcessedChunk:
         self.last_chunk_at = asyncio.get_running_loop().time()
@@ -272,6 +410,74 @@ class SoakProvider:
         return self.headline
 
 
+class SoakIterator:
+    """The provider's iterator: its generator (`SoakProvider._run`), with the plan's reaction
+    to cordstream's cancellation and its cleanup behaviour in `aclose()`."""
+
+    def __init__(self, provider: SoakProvider) -> None:
+        self.provider = provider
+        self.inner = provider._run()
+
+    def __aiter__(self) -> SoakIterator:
+        return self
+
+    async def __anext__(self) -> object:
+        provider = self.provider
+        provider.running += 1
+        try:
+            return await anext(self.inner)
+        except asyncio.CancelledError as error:
+            if error is provider.own_error:
+                raise  # the provider's own CancelledError (the `raise` tail), no cancellation
+            provider.cancels += 1
+            provider.stopped()
+            if provider.cancels > 1 or provider.reaction == "normal":
+                raise
+            provider.reached.add(provider.reaction)
+            match provider.reaction:
+                case "swallow_wait":  # keeps waiting, until the next cancellation
+                    try:
+                        await asyncio.Event().wait()
+                    except asyncio.CancelledError:
+                        provider.cancels += 1
+                        raise
+                    raise AssertionError("unreachable") from None  # pragma: no cover
+                case "swallow_yield":
+                    return TextChunk(AFTER_STOP_MARKER + "\n")
+                case "convert_return":
+                    raise StopAsyncIteration from None
+                case _:
+                    raise ValueError("the provider turned the cancellation into this") from None
+        finally:
+            provider.running -= 1
+
+    async def aclose(self) -> None:
+        provider = self.provider
+        provider.running += 1
+        provider.stopped()
+        if provider.aclose_at is None:
+            provider.aclose_at = asyncio.get_running_loop().time()
+        try:
+            try:
+                await self.inner.aclose()  # a `finally_hang` generator hangs here
+            except asyncio.CancelledError:
+                provider.cancels += 1
+                raise
+            match provider.cleanup:
+                case "aclose_hang":
+                    provider.reached.add("aclose_hang")
+                    try:
+                        await asyncio.Event().wait()
+                    except asyncio.CancelledError:
+                        provider.cancels += 1
+                        raise
+                case "aclose_cancelled":  # defect 1: nobody cancelled anything
+                    provider.reached.add("aclose_cancelled")
+                    raise asyncio.CancelledError
+        finally:
+            provider.running -= 1
+
+
 def _count(value: object) -> int:
     """A valid positive token count (an int, not a bool), else 0 (D2)."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
@@ -303,6 +509,11 @@ class Plan:
     progress_raises: bool
     headline: str | Exception | None
     call: FunctionCall | None  # the function call of a `function_call` tail
+    cleanup: Cleanup = "normal"
+    reaction: Reaction = "normal"
+    caller: Caller = "plain"
+    caller_at: float = 0.0  # when a `cancel` caller cancels, or a `timeout` caller's delay
+    race: bool = False  # a follow-up, then a stop a few ms later, while a send waits on a 429
 
 
 SNIPPETS: Final = (
@@ -539,6 +750,35 @@ def make_plan(rng: random.Random, index: int) -> Plan:
     if rng.random() < 0.10:
         requests.append(_request(rng, "after", round(rng.uniform(0.0, 2.0), 6)))
     headline = rng.choices([None, "The model refused", RuntimeError("no headline")], [7, 2, 1])[0]
+    reply = rng.random() < 0.5
+    suppress = rng.random() < 0.15
+    progress_raises = rng.random() < 0.1
+    cleanup: Cleanup = rng.choices(CLEANUPS, [55, 15, 15, 15])[0]
+    reaction: Reaction = rng.choices(REACTIONS, [50, 13, 13, 12, 12])[0]
+    caller: Caller = rng.choices(CALLERS, [70, 18, 12])[0]
+    moment = rng.choice([rng.uniform(0.0, 0.01), rng.uniform(0.0, 2.0), rng.uniform(0.0, 10.0)])
+    caller_at = round(moment, 6)
+    if caller == "cancel" and rng.random() < 0.5:
+        # Cancel while discord.py may be waiting out a global 429 (defect 5): the stream's
+        # first send is answered with one, and the caller cancels within its retry_after.
+        wait = rng.choice([1.0, 2.0])
+        faults = (("429-global", RateLimited(wait, is_global=True), "send", 1), *faults)
+        caller_at = round(rng.uniform(0.0, wait + 0.05), 6)
+    race = rng.random() < 0.06
+    if race:
+        # Defect 4: the first send waits on a 429 while a follow-up and then a stop arrive.
+        at = rng.uniform(0.0, 0.9)
+        stop_at = at + rng.uniform(0.002, 0.1)
+        requests = [
+            Request("follow_up", "user-2", "during", round(at, 6)),
+            Request("stop", rng.choice(["user-1", None]), "during", round(stop_at, 6)),
+        ]
+        is_global = rng.random() < 0.3
+        limited = RateLimited(rng.choice([1.0, 2.0]), is_global=is_global)
+        label = "429-global" if is_global else "429"
+        faults = ((label, limited, "send", 1),)
+        if rng.random() < 0.5:  # the issue's example: the provider then hangs
+            tail, ending, call = "hang", [Hang()], None
     return Plan(
         index=index,
         steps=(*body, *ending),
@@ -546,11 +786,16 @@ def make_plan(rng: random.Random, index: int) -> Plan:
         config=config,
         faults=faults,
         requests=tuple(requests),
-        reply=rng.random() < 0.5,
-        suppress=rng.random() < 0.15,
-        progress_raises=rng.random() < 0.1,
+        reply=reply,
+        suppress=suppress,
+        progress_raises=progress_raises,
         headline=headline,
         call=call,
+        cleanup=cleanup,
+        reaction=reaction,
+        caller=caller,
+        caller_at=caller_at,
+        race=race,
     )
 
 
@@ -562,7 +807,9 @@ class TimedRegistry(StopRegistry):
     its result exists by then, so an entry registered at or after it is for the next turn."""
 
     def __init__(self, clock: Callable[[], float]) -> None:
-        super().__init__(clock=clock)
+        # No entry ages out (C8) before its batch is judged, however long the batch lasts
+        # (a stuck one lasts STREAM_LIMIT): C8 has tests of its own.
+        super().__init__(clock=clock, max_age=10 * (STREAM_LIMIT + PROBE_LIMIT))
         self.clock = clock
         self.unlistened: dict[int, float] = {}
 
@@ -578,12 +825,15 @@ class TimedRegistry(StopRegistry):
 
 @dataclass(frozen=True)
 class Fired:
-    """A request the soak made: when (loop time), whether accepted, the context it carried."""
+    """A request the soak made: when (loop time), whether accepted, the context it carried,
+    the registry's entry for the channel just before (`replaced`) and just after (`entry`)."""
 
     request: Request
     at: float
     accepted: bool
     context: str
+    replaced: StopRequest | None = None
+    entry: StopRequest | None = None
 
 
 @dataclass
@@ -602,6 +852,22 @@ class Outcome:
     fired: list[Fired] = field(default_factory=list)
     messages: list[SentMessage] = field(default_factory=list)  # accepted during the batch
     requests: list[RecordedRequest] = field(default_factory=list)  # its channel, its batch
+    registry_entry: StopRequest | None = None  # the channel's entry once the batch settled
+    limited: bool = False  # Discord's rate limits were on (requests may wait their turn)
+    # The caller (`Plan.caller`): its task's `cancelling()` before and after the call; whether
+    # its cancel reached the call's task, and when (`interrupted_at`, also a timeout's
+    # deadline); whether the global 429 lock of discord.py was closed then; whether
+    # CancelledError (`caller_cancelled`) or TimeoutError (`timed_out`) came out of the call.
+    cancelling_before: int = 0
+    cancelling_after: int = 0
+    cancel_delivered: bool = False
+    interrupted_at: float | None = None
+    in_global_wait: bool = False
+    caller_cancelled: bool = False
+    timed_out: bool = False
+    timeout_expired: bool = False  # the caller's asyncio.timeout fired
+    provider_running: int = 0  # the provider's calls still under way when the call returned
+    handed_over: bool = False  # requests ran in the background when the cancelled call ended
 
 
 @dataclass
@@ -620,6 +886,14 @@ class Report:
     pings: int = 0
     invariant_violations: int = 0
     quiet_streams: int = 0  # streams whose exact status the checker predicted
+    cancelling_changed: int = 0  # the caller's task left the call in another cancel state
+    timeouts_as_cancelled: int = 0  # an asyncio.timeout caller got CancelledError
+    stops_lost: int = 0  # a stop consumed without deciding the result (C5)
+    wedged_clients: int = 0  # a probe send after a batch did not complete (B11)
+    answers_lost: int = 0  # answers phase: not `completed` with every line, in order (F4)
+    answers: int = 0  # streams of the answers phase
+    limited_streams: int = 0  # streams run under Discord's real rate limits
+    background_requests: int = 0  # cancelled calls that ended with requests handed over
     messages_accepted: int = 0
     embeds_accepted: int = 0
     virtual_seconds: float = 0.0
@@ -630,6 +904,11 @@ class Report:
     provider_faults: Counter[str] = field(default_factory=Counter)  # tails reached
     discord_faults: Counter[str] = field(default_factory=Counter)  # faults consumed
     user_requests: Counter[str] = field(default_factory=Counter)  # accepted, by moment
+    provider_cleanups: Counter[str] = field(default_factory=Counter)  # cleanups, reactions
+    callers: Counter[str] = field(default_factory=Counter)  # what each caller did and got
+    races: Counter[str] = field(default_factory=Counter)  # how each stop-vs-follow-up ended
+    rate_limit_hits: Counter[str] = field(default_factory=Counter)  # 429s of the real limits
+    phases: dict[str, str] = field(default_factory=dict)  # phase -> streams, wall and virtual s
     leaked_task_names: list[str] = field(default_factory=list)
     samples: list[str] = field(default_factory=list)  # the first few violations, described
 
@@ -656,6 +935,19 @@ class Report:
             "pings": self.pings,
             "invariant_violations": self.invariant_violations,
             "quiet_streams": self.quiet_streams,
+            "cancelling_changed": self.cancelling_changed,
+            "timeouts_as_cancelled": self.timeouts_as_cancelled,
+            "stops_lost": self.stops_lost,
+            "wedged_clients": self.wedged_clients,
+            "answers_lost": self.answers_lost,
+            "answers": self.answers,
+            "limited_streams": self.limited_streams,
+            "background_requests": self.background_requests,
+            "provider_cleanups": dict(sorted(self.provider_cleanups.items())),
+            "callers": dict(sorted(self.callers.items())),
+            "races": dict(sorted(self.races.items())),
+            "rate_limit_hits": dict(sorted(self.rate_limit_hits.items())),
+            "phases": self.phases,
             "violations": dict(sorted(self.violations.items())),
             "provider_faults": dict(sorted(self.provider_faults.items())),
             "discord_faults": dict(sorted(self.discord_faults.items())),
@@ -677,6 +969,8 @@ class Env:
     stops: TimedRegistry
     channels: list[discord.TextChannel]
     reply_ids: dict[int, int]
+    probe: discord.abc.Messageable | None = None  # a channel of its own, for `probe_client`
+    killing: bool = False  # the soak cancels the stuck streams of a batch
 
 
 def server_side(task: asyncio.Task[Any]) -> bool:
@@ -690,20 +984,24 @@ def _raiser() -> None:
 
 
 async def run_stream(env: Env, plan: Plan, channel: discord.TextChannel) -> Outcome:
-    """One `stream_to_discord` call with its faults and requests; never raises."""
+    """One `stream_to_discord` call with its faults and requests, made the way `plan.caller`
+    says; never raises (but for the soak's own cancellation of a stuck stream)."""
     loop = asyncio.get_running_loop()
-    api, orchestrator = env.api, env.orchestrator
-    provider = SoakProvider(plan.steps, plan.headline)
+    api, orchestrator, stops = env.api, env.orchestrator, env.stops
+    provider = SoakProvider(plan.steps, plan.headline, plan.cleanup, plan.reaction)
     outcome = Outcome(plan, channel.id, env.reply_ids[channel.id], provider)
+    outcome.limited = api.rate_limits is not None
     fired = outcome.fired
 
     def fire(request: Request) -> None:
         context = f"context-{plan.index}-{len(fired)}"
+        replaced = stops.peek(channel.id)
         if request.kind == "stop":
             accepted = orchestrator.request_stop(channel.id, request.requester, context)
         else:
             accepted = orchestrator.request_follow_up(channel.id, request.requester or "user-2")
-        fired.append(Fired(request, loop.time(), accepted, context))
+        entry = stops.peek(channel.id)
+        fired.append(Fired(request, loop.time(), accepted, context, replaced, entry))
 
     for _, fault, route, times in plan.faults:
         api.inject(fault, route=route, times=times, channel_id=channel.id)
@@ -718,22 +1016,91 @@ async def run_stream(env: Env, plan: Plan, channel: discord.TextChannel) -> Outc
         suppress_user_errors=plan.suppress,
         on_stream_progress=_raiser if plan.progress_raises else None,
     )
-    try:
-        outcome.result = await orchestrator.stream_to_discord(
-            outcome.provider, plan.config, context
-        )
-    except asyncio.CancelledError as error:
-        outcome.escaped = error
+
+    async def call() -> None:
+        """The bot's await; in a task of its own for a `cancel` caller."""
         task = asyncio.current_task()
-        if task is not None and task.cancelling():
+        assert task is not None
+        outcome.cancelling_before = task.cancelling()
+        try:
+            if plan.caller == "timeout":
+                timeout = asyncio.timeout(plan.caller_at)
+                try:
+                    async with timeout:
+                        outcome.result = await orchestrator.stream_to_discord(
+                            provider, plan.config, context
+                        )
+                except TimeoutError:
+                    outcome.timed_out = True
+                finally:
+                    outcome.timeout_expired = timeout.expired()
+                    outcome.interrupted_at = timeout.when()
+            else:
+                outcome.result = await orchestrator.stream_to_discord(
+                    provider, plan.config, context
+                )
+        except asyncio.CancelledError:
+            outcome.caller_cancelled = True
+            outcome.handed_over = ratelimit.background_requests() > 0
+            raise
+        finally:
+            outcome.cancelling_after = task.cancelling()
+            outcome.done_at = loop.time()
+            outcome.provider_running = provider.running
+
+    try:
+        if plan.caller == "cancel":
+            await cancelled_call(outcome, loop.create_task(call()), channel)
+        else:
+            await call()
+    except asyncio.CancelledError as error:
+        if env.killing:
             raise  # the soak's own stuck-stream cancellation
+        if not (plan.caller == "timeout" and outcome.timeout_expired):
+            outcome.escaped = error  # (a timeout's, instead of TimeoutError: `check_caller`)
     except Exception as error:
         outcome.escaped = error
-    outcome.done_at = loop.time()
     for request in plan.requests:
         if request.when == "after":
             loop.call_later(request.at, fire, request)
     return outcome
+
+
+async def cancelled_call(
+    outcome: Outcome, task: asyncio.Task[None], channel: discord.abc.Messageable
+) -> None:
+    """Cancel the call's `task` `plan.caller_at` seconds after it started, unless it is done
+    by then; note whether discord.py was waiting out a global 429 at that moment."""
+    loop = asyncio.get_running_loop()
+
+    def cancel() -> None:
+        if task.done():
+            return
+        gate = ratelimit.discord_global_gate(channel)
+        outcome.in_global_wait = isinstance(gate, asyncio.Event) and not gate.is_set()
+        outcome.interrupted_at = loop.time()
+        outcome.cancel_delivered = task.cancel()
+
+    handle = loop.call_later(outcome.plan.caller_at, cancel)
+    try:
+        await asyncio.wait((task,))
+    except asyncio.CancelledError:  # the soak's stuck-stream cancellation: pass it on
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        raise
+    finally:
+        handle.cancel()
+    if task.cancelled():
+        if outcome.done_at == 0.0:  # cancelled before its first step: the call was not made
+            outcome.caller_cancelled = True
+            outcome.cancelling_after = outcome.cancelling_before + 1
+            outcome.done_at = loop.time()
+        if not outcome.cancel_delivered:
+            outcome.escaped = asyncio.CancelledError("out of the call, but nobody cancelled")
+        return
+    error = task.exception()
+    if error is not None:
+        outcome.escaped = error
 
 
 def _latest_request(plans: Sequence[Plan]) -> float:
@@ -754,9 +1121,11 @@ async def run_batch(env: Env, plans: Sequence[Plan], report: Report) -> list[Out
         for plan, channel in zip(plans, channels, strict=True)
     ]
     done, stuck = await asyncio.wait(tasks, timeout=STREAM_LIMIT)
+    env.killing = True
     for task in stuck:
         task.cancel()
     await asyncio.gather(*stuck, return_exceptions=True)
+    env.killing = False
     outcomes: list[Outcome] = []
     for plan, channel, task in zip(plans, channels, tasks, strict=True):
         if task in done:
@@ -769,6 +1138,13 @@ async def run_batch(env: Env, plans: Sequence[Plan], report: Report) -> list[Out
     last = max(o.done_at for o in outcomes) + _latest_request(plans) + 0.001
     if last > loop.time():
         await asyncio.sleep(last - loop.time())
+    # Requests a cancelled call handed over (discord.py was waiting out a global 429) end
+    # once its lock opens; any still running after BACKGROUND_LIMIT is counted as leaked.
+    try:
+        async with asyncio.timeout(BACKGROUND_LIMIT):
+            await ratelimit.drain_background()
+    except TimeoutError:
+        pass
     leftover = sorted(
         getattr(t.get_coro(), "__qualname__", repr(t))
         for t in set(asyncio.all_tasks()) - tasks_before
@@ -782,9 +1158,27 @@ async def run_batch(env: Env, plans: Sequence[Plan], report: Report) -> list[Out
         outcome.ended_at = stops.unlistened.pop(outcome.channel_id, None)
         outcome.messages = api.messages(outcome.channel_id)[first_message[outcome.channel_id] :]
         outcome.requests = [r for r in requests if r.channel_id == outcome.channel_id]
+        outcome.registry_entry = stops.peek(outcome.channel_id)
         judge_registry(env, outcome, report)
     api.clear_faults()
+    if not await probe_client(env):
+        report.wedged_clients += 1
+        report.samples.append(f"batch {report.batches}: a probe send did not complete (B11)")
     return outcomes
+
+
+async def probe_client(env: Env) -> bool:
+    """Whether a send through the batch's `discord.Client`, on a channel no stream used,
+    completes within PROBE_LIMIT (virtual) seconds: a caller's cancellation during a global
+    429 wait must not have wedged the client (B11)."""
+    if env.probe is None:
+        return True
+    try:
+        async with asyncio.timeout(PROBE_LIMIT):
+            await env.probe.send("probe")
+    except TimeoutError:
+        return False
+    return True
 
 
 def judge_registry(env: Env, outcome: Outcome, report: Report) -> None:
@@ -799,7 +1193,19 @@ def judge_registry(env: Env, outcome: Outcome, report: Report) -> None:
         and result is not None
         and result.status in ("stopped_by_user", "follow_up_interrupt")
     )
-    if after_end or waiting_follow_up:
+    # C5: a stop that arrives once an internal stop (a limit, a lost channel, a stop made
+    # with an internal id) fixed the outcome is not consumed: it stays for the bot to see.
+    fixed = (
+        entry.kind == "stop"
+        and result is not None
+        and result.status == "stopped_by_user"
+        and result.stop_reason in INTERNAL_REASONS
+    )
+    # A call its caller cancelled (or timed out) ends without a result: an entry it had not
+    # resolved yet waits for the next turn.
+    interrupted = result is None and (outcome.caller_cancelled or outcome.timed_out)
+    # A stuck stream (cancelled by the soak, counted as such) resolved nothing either.
+    if after_end or waiting_follow_up or fixed or interrupted or outcome.stuck:
         report.stale_requests_discarded += 1
     else:
         report.unexplained_registry_entries += 1
@@ -831,6 +1237,12 @@ def tally(report: Report, outcome: Outcome) -> None:
             report.stop_reasons[outcome.result.stop_reason] += 1
     for tail in outcome.provider.reached & (FAULT_TAILS | {"function_call", "done"}):
         report.provider_faults[tail] += 1
+    for cleanup in outcome.provider.reached & CLEANUP_REACHED:
+        report.provider_cleanups[cleanup] += 1
+    report.callers[caller_label(outcome)] += 1
+    report.background_requests += outcome.handed_over
+    if outcome.plan.race:
+        report.races[race_label(outcome)] += 1
     for label in consumed_faults(outcome):
         report.discord_faults[label] += 1
     for fired in outcome.fired:
@@ -843,9 +1255,52 @@ def tally(report: Report, outcome: Outcome) -> None:
     for name, detail in violations:
         report.violations[name] += 1
         report.invariant_violations += 1
-        if name == "transcript":
-            report.transcript_mismatches += 1
+        match name:
+            case "transcript":
+                report.transcript_mismatches += 1
+            case "cancelling":
+                report.cancelling_changed += 1
+            case "timeout_as_cancelled":
+                report.timeouts_as_cancelled += 1
+            case "stop_lost":
+                report.stops_lost += 1
         _sample(report, outcome, f"{name}: {detail}")
+
+
+CLEANUP_REACHED: Final = frozenset(CLEANUPS[1:]) | frozenset(REACTIONS[1:])
+
+
+def caller_label(outcome: Outcome) -> str:
+    """What the caller did, and when."""
+    match outcome.plan.caller:
+        case "cancel" if not outcome.cancel_delivered:
+            return "cancel: after the call returned"
+        case "cancel" if outcome.in_global_wait:
+            return "cancel: during a global 429 wait"
+        case "cancel":
+            return "cancel: during the call"
+        case "timeout" if outcome.timeout_expired:
+            return "timeout: fired"
+        case "timeout":
+            return "timeout: not reached"
+    return "plain"
+
+
+def race_label(outcome: Outcome) -> str:
+    """How a stop that raced a follow-up ended (C2, C5)."""
+    result = outcome.result
+    stop = next((f for f in outcome.fired if f.request.kind == "stop" and f.accepted), None)
+    if result is None:
+        return "no result (the caller cancelled)"
+    if stop is None:
+        return "the stop was not made (the stream was over)"
+    if result.status == "stopped_by_user" and result.stop_context == stop.context:
+        return "the stop decided the result"
+    if outcome.ended_at is not None and stop.at >= outcome.ended_at:
+        return "the stop came after the result (stays for the next turn)"
+    if stop.entry is not None and stop.entry is outcome.registry_entry:
+        return "the stop stayed in the registry (the outcome was fixed)"
+    return f"other ({result.status})"
 
 
 def _moment(outcome: Outcome, fired: Fired) -> str:
@@ -893,11 +1348,22 @@ def consumed_faults(outcome: Outcome) -> list[str]:
 
 Violation: TypeAlias = tuple[str, str]  # (name, detail)
 INTERNAL_REQUESTERS: Final = frozenset({"channel_deleted", "missing_access"})
+INTERNAL_REASONS: Final = INTERNAL_REQUESTERS | {"flush_limit", "send_message_limit"}
 
 
 def _send_faults(outcome: Outcome) -> list[Fault]:
-    """Faults consumed by message sends: these can change a stream's course (F4)."""
-    return [r.fault for r in outcome.requests if r.kind == "send" and r.fault is not None]
+    """Faults consumed by message sends: these can change a stream's course (F4). A 429 from
+    Discord's real rate limits counts as a `RateLimited` fault: it uses one of discord.py's
+    tries too."""
+    found: list[Fault] = []
+    for r in outcome.requests:
+        if r.kind != "send":
+            continue
+        if r.rate_limited is not None:
+            found.append(RateLimited(is_global=r.rate_limited == "global"))
+        elif r.fault is not None:
+            found.append(r.fault)
+    return found
 
 
 def _effective(fault: Fault) -> Fault | None:
@@ -924,13 +1390,18 @@ def _disturbing(outcome: Outcome) -> list[Fault]:
 def check_stream(outcome: Outcome) -> list[Violation]:
     """Every invariant one stream must satisfy, whatever its plan; [] when all hold."""
     found: list[Violation] = []
-    plan, result, provider = outcome.plan, outcome.result, outcome.provider
+    result, provider = outcome.result, outcome.provider
     if outcome.stuck:
         return [("stuck", f"not done within {STREAM_LIMIT} virtual seconds")]
     if outcome.escaped is not None:
         found.append(("escaped", repr(outcome.escaped)))  # B1
+    found += check_caller(outcome)
+    found += _check_provider(outcome)
+    found += _check_messages(outcome)
     if not isinstance(result, StreamResult):
-        return [*found, ("no_result", repr(result))]
+        if not interrupted(outcome):
+            found.append(("no_result", repr(result)))
+        return found
     texts = [m for m in outcome.messages if not m.embeds]
     contents = tuple(m.content for m in texts)
     transcript = "\n".join(contents)
@@ -942,13 +1413,80 @@ def check_stream(outcome: Outcome) -> list[Violation]:
         found.append(("transcript", _diff(result.accumulated_text, transcript)))
     if result.messages_sent != len(texts):
         found.append(("messages_sent", f"{result.messages_sent} != {len(texts)} accepted"))
+    if provider.expected_usage is not None and result.usage != provider.expected_usage:  # B5
+        found.append(("usage", f"{result.usage} != {provider.expected_usage}"))
+    found += _check_requests(outcome, result)
+    found += _check_status(outcome, result)
+    found += _check_stops(outcome, result)
+    return found
+
+
+def interrupted(outcome: Outcome) -> bool:
+    """The caller's own cancellation or timeout ended the call: no result, by design (B11)."""
+    return (outcome.caller_cancelled and outcome.cancel_delivered) or outcome.timed_out
+
+
+def check_caller(outcome: Outcome) -> list[Violation]:
+    """The caller gets back what it is owed (§A, B11): its task leaves the call with the
+    `cancelling()` it came with (plus the one cancel request of its own a `cancel` caller
+    made and nobody took back); its cancellation comes out of the call as CancelledError, its
+    `asyncio.timeout` as TimeoutError, each within the provider's cleanup budget."""
+    found: list[Violation] = []
+    plan = outcome.plan
+    expected = outcome.cancelling_before
+    if plan.caller == "cancel" and outcome.cancel_delivered:
+        expected += 1
+        if not outcome.caller_cancelled:
+            found.append(("cancel_swallowed", "the call returned despite the caller's cancel"))
+    if plan.caller == "timeout" and outcome.timeout_expired:
+        if outcome.caller_cancelled:
+            found.append(("timeout_as_cancelled", "CancelledError instead of TimeoutError"))
+        elif not outcome.timed_out:
+            found.append(("cancel_swallowed", "the call returned despite the caller's timeout"))
+    if outcome.cancelling_after != expected:
+        found.append(
+            (
+                "cancelling",
+                f"cancelling() {outcome.cancelling_before} before the call, "
+                f"{outcome.cancelling_after} after it (expected {expected})",
+            )
+        )
+    if interrupted(outcome) and outcome.interrupted_at is not None:
+        late = outcome.done_at - outcome.interrupted_at
+        if late > CLOSE_TIMEOUT + CLOSE_GRACE + RETURN_SLACK:
+            found.append(("slow_return", f"returned {late:.3f} s after the caller's cancel"))
+    return found
+
+
+def _check_provider(outcome: Outcome) -> list[Violation]:
+    """B10, B11: a started provider is closed with `aclose()`, and none of its code is still
+    running when the call returns (its cleanup hanging or swallowing a cancellation
+    included: every provider of the soak gives in to the second cancellation)."""
+    provider = outcome.provider
+    if provider.started_at is None:
+        return []
+    found: list[Violation] = []
+    if provider.closed_at is None:
+        found.append(("provider_not_closed", ""))
+    elif provider.aclose_at is None:
+        found.append(("provider_not_closed", "aclose() was never called"))
+    if outcome.provider_running:
+        found.append(("provider_outlived_call", f"{outcome.provider_running} calls under way"))
+    return found
+
+
+def _check_messages(outcome: Outcome) -> list[Violation]:
+    """What reached the channel, whatever the call returned."""
+    found: list[Violation] = []
+    plan = outcome.plan
+    texts = [m for m in outcome.messages if not m.embeds]
     limit = min(DISCORD_LIMIT, plan.config.max_message_length)
     for message in outcome.messages:
         if len(message.content) > limit:  # E7
             found.append(("too_long", f"{len(message.content)} > {limit}"))
         if message.pings.anyone:  # F1
             found.append(("ping", repr(message.content[:80])))
-        if THINK_MARKER in message.content or DETAILS_MARKER in message.content:  # E4, E5
+        if any(marker in message.content for marker in HIDDEN_MARKERS):  # E4, E5, B5
             found.append(("hidden_text_sent", repr(message.content[:80])))
     found += [
         ("refused_by_discord", repr(r.json)[:120]) for r in outcome.requests if r.status == 400
@@ -961,12 +1499,34 @@ def check_stream(outcome: Outcome) -> list[Violation]:
             found.append(("reply", "a later message is a reply"))
     if plan.suppress and any(m.embeds for m in outcome.messages):  # G7
         found.append(("embed_despite_suppress", ""))
-    if provider.started_at is not None and provider.closed_at is None:  # B10
-        found.append(("provider_not_closed", ""))
-    if provider.expected_usage is not None and result.usage != provider.expected_usage:  # B5
-        found.append(("usage", f"{result.usage} != {provider.expected_usage}"))
-    found += _check_requests(outcome, result)
-    found += _check_status(outcome, result)
+    return found
+
+
+def _check_stops(outcome: Outcome, result: StreamResult) -> list[Violation]:
+    """C2, C5: a stop is never lost. Each accepted stop decided the result (the result is a
+    stop's, with the context of one of the stops made: a later stop that found the stream
+    stopping changes nothing), or is still the channel's entry once the batch settled, or
+    was replaced by a later stop while it was pending."""
+    stops = [f for f in outcome.fired if f.request.kind == "stop" and f.accepted]
+    contexts = {f.context for f in stops}
+    if result.status == "stopped_by_user" and result.stop_context in contexts:
+        return []
+    found: list[Violation] = []
+    for made in stops:
+        kept = made.entry is not None and made.entry is outcome.registry_entry
+        replaced = any(
+            later.replaced is made.entry
+            for later in outcome.fired
+            if later is not made and later.request.kind == "stop" and later.accepted
+        )
+        if not kept and not replaced:
+            found.append(
+                (
+                    "stop_lost",
+                    f"{made.request} at {made.at:.3f} consumed, but the result is "
+                    f"{result.status}/{result.stop_reason} with {result.stop_context!r}",
+                )
+            )
     return found
 
 
@@ -1125,48 +1685,211 @@ def is_quiet(outcome: Outcome, result: StreamResult) -> bool:
 
 @asynccontextmanager
 async def environment(
-    channels: int, orchestrator: Callable[[StopRegistry], StreamOrchestrator] = StreamOrchestrator
+    channels: int,
+    orchestrator: Callable[[StopRegistry], StreamOrchestrator] = StreamOrchestrator,
+    *,
+    rate_limits: RateLimits | None = None,
 ) -> AsyncIterator[Env]:
-    """The emulator with `channels` channels (a user's question in each), a logged-in client,
-    and an orchestrator on a registry that runs on the loop's (virtual) clock."""
+    """The emulator with `channels` channels (a user's question in each) and a probe channel,
+    a logged-in client, and an orchestrator on a registry that runs on the loop's (virtual)
+    clock. `rate_limits` are switched on once the channels are set up."""
     loop = asyncio.get_running_loop()
     async with DiscordEmulator() as api, discord_client(api) as client:
         ids = [api.channel_id, *(api.add_channel(f"soak-{n}") for n in range(1, channels))]
         fetched: list[discord.TextChannel] = []
-        for channel_id in ids:
+        for channel_id in [*ids, api.add_channel("soak-probe")]:
             channel = await client.fetch_channel(channel_id)
             assert isinstance(channel, discord.TextChannel)
             fetched.append(channel)
         reply_ids = {c: api.post_user_message("a question", channel_id=c) for c in ids}
         stops = TimedRegistry(loop.time)
-        yield Env(api, orchestrator(stops), stops, fetched, reply_ids)
+        api.rate_limits = rate_limits
+        probe = fetched.pop()
+        yield Env(api, orchestrator(stops), stops, fetched, reply_ids, probe)
 
 
-async def soak_async(streams: int, seed: int, channels: int) -> Report:
-    report = Report(seed=seed, channels=channels)
-    rng = random.Random(seed)
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    async with environment(channels) as env:
-        index = 0
-        while index < streams:
-            count = min(channels, streams - index)
+async def run_phase(
+    report: Report, rng: random.Random, streams: int, channels: int, limits: RateLimits | None
+) -> None:
+    """`streams` streams in batches of `channels`, their plans drawn from `rng`."""
+    async with environment(channels, rate_limits=limits) as env:
+        index = report.streams
+        last = index + streams
+        while index < last:
+            count = min(channels, last - index)
             plans = [make_plan(rng, index + n) for n in range(count)]
             index += count
             for outcome in await run_batch(env, plans, report):
                 tally(report, outcome)
             report.batches += 1
+        report.rate_limit_hits.update(env.api.rate_limit_hits)
+
+
+# -- the answers phase -------------------------------------------------------------------------
+
+ANSWER_WORDS: Final = ("alpha", "beta", "gamma", "delta", "river", "stone", "cloud", "lamp")
+
+
+def make_answer(rng: random.Random, index: int) -> tuple[tuple[str, ...], tuple[Step, ...]]:
+    """A 3-line answer (its lines) and the script that streams it: random chunk sizes, some
+    pauses, never 5 s without a chunk."""
+    lines = tuple(
+        f"Answer {index}, line {k}: " + " ".join(rng.choices(ANSWER_WORDS, k=rng.randint(2, 9)))
+        for k in (1, 2, 3)
+    )
+    steps: list[Step] = []
+    for piece in _cut(rng, "\n".join(lines)):
+        steps.append(piece)
+        if rng.random() < 0.3:
+            steps.append(Sleep(rng.choice([0.01, 0.2, 1.0])))
+    return lines, tuple(steps)
+
+
+def check_answer(lines: Sequence[str], got: object, sent: Sequence[SentMessage]) -> str | None:
+    """What is wrong with one answer of the answers phase (None: nothing): it must end
+    `completed`, its three lines in order in `accumulated_text` and in its channel (F2, F4),
+    with no embed."""
+    want = "\n".join(lines)
+    texts = "\n".join(m.content for m in sent if not m.embeds)
+    if not isinstance(got, StreamResult):
+        return f"no result: {got!r}"[:120]
+    if got.status != "completed":
+        return f"{got.status} ({got.data!r})"[:120]
+    if got.accumulated_text != want or texts != want:
+        return f"text {got.accumulated_text[-40:]!r}, channel {texts[-40:]!r}, want {want[-40:]!r}"
+    if any(m.embeds for m in sent) or got.messages_sent != len(sent):
+        return f"{got.messages_sent} messages sent, {len(sent)} in the channel"
+    return None
+
+
+async def answers_phase(report: Report, rng: random.Random, streams: int) -> None:
+    """`streams` 3-line answers at once, each into its own channel, under Discord's real rate
+    limits (50 requests per second for the bot): every one must end `completed`, with its
+    three lines in order in its channel and in `accumulated_text` (F4)."""
+    loop = asyncio.get_running_loop()
+    tasks_before = set(asyncio.all_tasks())
+    async with DiscordEmulator() as api, discord_client(api) as client:
+        ids = [api.channel_id, *(api.add_channel(f"answers-{n}") for n in range(1, streams))]
+        channels = [client.get_partial_messageable(c, type=discord.ChannelType.text) for c in ids]
+        probe = client.get_partial_messageable(api.add_channel("answers-probe"))
+        stops = TimedRegistry(loop.time)
+        orchestrator = StreamOrchestrator(stops)
+        plans = [make_answer(rng, n) for n in range(streams)]
+        api.rate_limits = RateLimits()
+        config = StreamConfig(inactivity_timeout=TIMEOUT)
+
+        async def answer(steps: tuple[Step, ...], channel: discord.PartialMessageable) -> object:
+            try:
+                return await orchestrator.stream_to_discord(
+                    SoakProvider(steps, None), config, StreamContext(channel)
+                )
+            except Exception as error:
+                return error
+
+        tasks = [
+            loop.create_task(answer(steps, channel))
+            for (_, steps), channel in zip(plans, channels, strict=True)
+        ]
+        done, stuck = await asyncio.wait(tasks, timeout=STREAM_LIMIT) if tasks else (set(), set())
+        for task in stuck:
+            task.cancel()
+        await asyncio.gather(*stuck, return_exceptions=True)
+        report.stuck_streams += len(stuck)
+        for (lines, _), channel_id, task in zip(plans, ids, tasks, strict=True):
+            report.answers += 1
+            got = task.result() if task in done else None
+            sent = api.messages(channel_id)
+            if isinstance(got, BaseException):
+                report.exceptions_escaped += 1
+            problem = check_answer(lines, got, sent)
+            if problem is not None:
+                report.answers_lost += 1
+                if len(report.samples) < 20:
+                    report.samples.append(f"answer in channel {channel_id}: {problem}")
+            report.messages_accepted += sum(1 for m in sent if not m.embeds)
+            report.embeds_accepted += sum(1 for m in sent if m.embeds)
+        report.leaked_listeners += stops.listening()
+        report.rate_limit_hits.update(f"answers {k}" for k in api.rate_limit_hits.elements())
+        env = Env(api, orchestrator, stops, [], {}, probe)
+        if not await probe_client(env):
+            report.wedged_clients += 1
+            report.samples.append("answers: a probe send did not complete (B11)")
+    leftover = sorted(
+        getattr(t.get_coro(), "__qualname__", repr(t))
+        for t in set(asyncio.all_tasks()) - tasks_before
+        if t is not asyncio.current_task() and not t.done() and not server_side(t)
+    )
+    report.leaked_tasks += len(leftover)
+    report.leaked_task_names.extend(leftover)
+
+
+# -- the soak ----------------------------------------------------------------------------------
+
+
+async def soak_async(
+    streams: int,
+    seed: int,
+    channels: int,
+    *,
+    limited: int = 0,
+    limited_channels: int = 200,
+    answers: int = 0,
+) -> Report:
+    """The three phases: `streams` streams under faults, `channels` at once, with Discord's
+    limits off; `limited` streams under the same faults, `limited_channels` at once, with
+    Discord's real rate limits on; `answers` clean 3-line answers all at once under them."""
+    report = Report(seed=seed, channels=channels)
+    rng = random.Random(seed)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    phases: list[tuple[str, int, Callable[[], Awaitable[None]]]] = [
+        ("faults", streams, lambda: run_phase(report, rng, streams, channels, None)),
+        (
+            "real limits",
+            limited,
+            lambda: run_phase(report, rng, limited, limited_channels, RateLimits()),
+        ),
+        ("answers", answers, lambda: answers_phase(report, rng, answers)),
+    ]
+    for name, count, run in phases:
+        if not count:
+            continue
+        wall, virtual, before = time.perf_counter(), loop.time(), report.streams
+        await run()
+        if name == "real limits":
+            report.limited_streams += report.streams - before
+        report.phases[name] = (
+            f"{count} streams, {time.perf_counter() - wall:.1f} s real, "
+            f"{loop.time() - virtual:,.1f} s virtual"
+        )
     report.virtual_seconds = loop.time() - started
     return report
 
 
-def soak(streams: int = 5000, seed: int = 0, channels: int = 8) -> Report:
+def soak(
+    streams: int = 5000,
+    seed: int = 0,
+    channels: int = 8,
+    *,
+    limited: int = 0,
+    limited_channels: int = 200,
+    answers: int = 0,
+) -> Report:
     """Run the soak on a looptime loop; the report has the real seconds it took."""
-    if streams < 0 or channels < 1:
-        raise ValueError("streams must be >= 0 and channels >= 1")
+    if min(streams, limited, answers) < 0 or channels < 1 or limited_channels < 1:
+        raise ValueError("stream counts must be >= 0 and channel counts >= 1")
     wall = time.perf_counter()
     with asyncio.Runner(loop_factory=looptime.new_event_loop) as runner:
-        report = runner.run(soak_async(streams, seed, channels))
+        report = runner.run(
+            soak_async(
+                streams,
+                seed,
+                channels,
+                limited=limited,
+                limited_channels=limited_channels,
+                answers=answers,
+            )
+        )
     report.wall_seconds = time.perf_counter() - wall
     return report
 
@@ -1187,6 +1910,13 @@ def render(report: Report) -> str:
         ("messages that pinged", report.pings),
         ("invariant violations", report.invariant_violations),
         ("quiet streams (exact status predicted)", report.quiet_streams),
+        ("callers whose cancelling() changed", report.cancelling_changed),
+        ("timeout callers that got CancelledError", report.timeouts_as_cancelled),
+        ("stops lost (consumed, result not theirs)", report.stops_lost),
+        ("clients wedged (probe send after a batch)", report.wedged_clients),
+        (f"answers lost or incomplete (of {report.answers})", report.answers_lost),
+        ("streams under Discord's real rate limits", report.limited_streams),
+        ("cancels that handed requests over (B11)", report.background_requests),
         (
             "messages accepted / embeds accepted",
             f"{report.messages_accepted} / {report.embeds_accepted}",
@@ -1203,10 +1933,16 @@ def render(report: Report) -> str:
         ("provider faults reached", report.provider_faults),
         ("Discord faults consumed", report.discord_faults),
         ("user requests accepted", report.user_requests),
+        ("provider cleanups and reactions reached", report.provider_cleanups),
+        ("callers", report.callers),
+        ("stops racing follow-ups", report.races),
+        ("429s from Discord's real rate limits", report.rate_limit_hits),
         ("violations", report.violations),
     ):
         lines.append(f"  {title}:")
-        lines += [f"    {key:<42} {value:>14}" for key, value in sorted(counter.items())]
+        lines += [f"    {key:<42} {value!s:>14}" for key, value in sorted(counter.items())]
+    lines.append("  phases:")
+    lines += [f"    {name:<14} {text}" for name, text in report.phases.items()]
     if report.leaked_task_names:
         lines.append(f"  leaked tasks: {report.leaked_task_names[:10]}")
     if report.samples:
@@ -1222,9 +1958,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--streams", type=int, default=5000, help="streams to run (5000)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the plans (0)")
     parser.add_argument("--channels", type=int, default=8, help="concurrent channels (8)")
+    parser.add_argument(
+        "--limited", type=int, default=1000, help="streams under Discord's real limits (1000)"
+    )
+    parser.add_argument(
+        "--limited-channels", type=int, default=250, help="their concurrent channels (250)"
+    )
+    parser.add_argument(
+        "--answers", type=int, default=1000, help="3-line answers at once, at 50/s (1000)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
-    report = soak(args.streams, args.seed, args.channels)
+    report = soak(
+        args.streams,
+        args.seed,
+        args.channels,
+        limited=args.limited,
+        limited_channels=args.limited_channels,
+        answers=args.answers,
+    )
     print(json.dumps(report.as_json()) if args.json else render(report))
     return 1 if report.failures() else 0
 

@@ -1,12 +1,17 @@
 """The soak (`bench.soak`) in short, inside `make test`, and the honesty of its checker.
 
-- A short soak (300 streams, 8 channels at once, on looptime's virtual clock) through the
-  real shell, discord.py and the emulator: every must-be-zero figure is 0, and every provider
-  fault, every Discord fault, requests before/during/after a stream and most statuses
-  actually occurred, so the soak cannot silently stop injecting.
+- A short soak on looptime's virtual clock through the real shell, discord.py and the
+  emulator, in its three phases: 300 streams under faults (8 channels at once), 60 under
+  Discord's real rate limits (30 at once) and 200 clean 3-line answers at once at the 50/s
+  global limit. Every must-be-zero figure is 0, and every provider fault, provider cleanup and
+  reaction to cancellation, Discord fault, caller (cancelling, during a global 429 wait too,
+  or timing out), stop racing a follow-up, requests before/during/after a stream and most
+  statuses actually occurred, so the soak cannot silently stop injecting.
 - The checker is honest: fabricated outcomes that break an invariant (a transcript that is
   not what Discord accepted, a ping, a long message, an unexplained status, a registry entry
-  left behind, a leaked task or listener) are counted, and a consistent one is not.
+  left behind, a leaked task or listener, a caller's `cancelling()` changed, a timeout that
+  came out as CancelledError, a caller's cancel swallowed, a stop lost, a provider still
+  running, a wedged client, a lost answer) are counted, and a consistent one is not.
 - Findings of the soak in other modules (both fixed), kept as regression tests.
 """
 
@@ -15,30 +20,40 @@ from __future__ import annotations
 import asyncio
 import random
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
+import discord
+import looptime
 import pytest
 
 from bench.soak import (
+    AFTER_STOP_MARKER,
+    CLEANUPS,
     FAULT_LABELS,
+    REACTIONS,
+    Cleanup,
     Env,
     Fired,
+    Hang,
     Outcome,
     Plan,
+    Reaction,
     Report,
     Request,
     SoakProvider,
     TimedRegistry,
+    check_answer,
     check_stream,
     environment,
     judge_registry,
     main,
     make_plan,
+    probe_client,
     run_batch,
     soak,
     tally,
 )
-from cordstream.domain import StreamResult, TextChunk
+from cordstream.domain import StopRequest, StreamResult, TextChunk
 from cordstream.shell import StreamConfig, StreamContext, StreamOrchestrator, StreamProvider
 from cordstream.shell.emulator import DiscordEmulator, Pings, SentMessage
 from cordstream.shell.stops import StopRegistry
@@ -54,14 +69,16 @@ REPLY = 7
 
 @pytest.fixture(scope="module")
 def short() -> Report:
-    return soak(streams=300, seed=1, channels=8)
+    return soak(streams=300, seed=1, channels=8, limited=60, limited_channels=30, answers=200)
 
 
 def test_short_soak_every_must_be_zero_figure_is_zero(short: Report) -> None:
     assert short.failures() == {}, "\n".join(short.samples)
-    assert short.streams == 300
-    assert short.batches == 38  # 8 channels streaming at once
-    assert short.wall_seconds < 20
+    assert short.streams == 360
+    assert short.batches == 38 + 2  # 8 channels streaming at once, then 30
+    assert short.limited_streams == 60
+    assert short.answers == 200
+    assert short.wall_seconds < 30
 
 
 def test_short_soak_injected_every_fault_and_saw_the_statuses(short: Report) -> None:
@@ -80,10 +97,87 @@ def test_short_soak_injected_every_fault_and_saw_the_statuses(short: Report) -> 
     assert short.embeds_accepted > 0
 
 
+def test_short_soak_injected_the_new_faults(short: Report) -> None:
+    """Issue 10: provider cleanups that hang or raise CancelledError, providers that swallow
+    or convert cordstream's cancellation, callers that cancel (during discord.py's global 429
+    wait too) or time out, stops racing follow-ups."""
+    reached = {k for k, n in short.provider_cleanups.items() if n}
+    assert set(CLEANUPS[1:]) | set(REACTIONS[1:]) <= reached
+    callers = {k for k, n in short.callers.items() if n}
+    assert {
+        "plain",
+        "cancel: during the call",
+        "cancel: during a global 429 wait",
+        "cancel: after the call returned",
+        "timeout: fired",
+        "timeout: not reached",
+    } <= callers
+    assert short.races["the stop decided the result"] > 0
+
+
+def test_the_soaks_faults_are_what_they_say() -> None:
+    """The soak's provider with each cleanup and reaction, driven by hand: it is told to
+    stop by a cancellation of its pending `__anext__` and by `aclose()`."""
+
+    async def drive(cleanup: Cleanup, reaction: Reaction) -> tuple[SoakProvider, list[str]]:
+        provider = SoakProvider(("a", Hang()), None, cleanup, reaction)
+        iterator = provider.start_stream(StreamConfig(), cast(StreamContext, None))
+        seen: list[str] = []
+        assert await anext(iterator) == TextChunk("a")
+        pending = asyncio.ensure_future(anext(iterator))
+        await asyncio.sleep(1)
+        for _ in range(2):  # cordstream's interruption, then its cleanup budget's end
+            pending.cancel()
+            await asyncio.sleep(1)
+            if pending.done():
+                break
+        try:
+            seen.append(repr(pending.result()))
+        except BaseException as error:
+            seen.append(type(error).__name__)
+        try:
+            async with asyncio.timeout(1):
+                await iterator.aclose()  # type: ignore[attr-defined]
+            seen.append("closed")
+        except BaseException as error:
+            seen.append(type(error).__name__)
+        return provider, seen
+
+    async def main() -> dict[tuple[str, str], list[str]]:
+        pairs: list[tuple[Cleanup, Reaction]] = [
+            ("normal", "normal"),
+            ("finally_hang", "normal"),
+            ("aclose_hang", "normal"),
+            ("aclose_cancelled", "normal"),
+            ("normal", "swallow_wait"),
+            ("normal", "swallow_yield"),
+            ("normal", "convert_return"),
+            ("normal", "convert_raise"),
+        ]
+        return {(c, r): (await drive(c, r))[1] for c, r in pairs}
+
+    with asyncio.Runner(loop_factory=looptime.new_event_loop) as runner:
+        seen = runner.run(main())
+    assert seen[("normal", "normal")] == ["CancelledError", "closed"]
+    assert seen[("finally_hang", "normal")] == ["CancelledError", "closed"]  # 2nd cancel
+    assert seen[("aclose_hang", "normal")] == ["CancelledError", "TimeoutError"]
+    assert seen[("aclose_cancelled", "normal")] == ["CancelledError", "CancelledError"]
+    assert seen[("normal", "swallow_wait")] == ["CancelledError", "closed"]  # 2nd cancel
+    assert seen[("normal", "swallow_yield")] == [
+        repr(TextChunk(AFTER_STOP_MARKER + "\n")),
+        "closed",
+    ]
+    assert seen[("normal", "convert_return")] == ["StopAsyncIteration", "closed"]
+    assert seen[("normal", "convert_raise")] == ["ValueError", "closed"]
+
+
 def test_the_command_line_prints_json_and_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--streams", "16", "--channels", "4", "--seed", "3", "--json"]) == 0
+    argv = ["--streams", "16", "--channels", "4", "--seed", "3", "--json"]
+    argv += ["--limited", "8", "--limited-channels", "4", "--answers", "10"]
+    assert main(argv) == 0
     out = capsys.readouterr().out
-    assert '"streams": 16' in out
+    assert '"streams": 24' in out
+    assert '"answers": 10' in out
     assert '"failed": []' in out
 
 
@@ -130,6 +224,7 @@ def honest_outcome(text: str = "Hello") -> Outcome:
     )
     provider = SoakProvider(plan.steps, None)
     provider.started_at = provider.closed_at = provider.last_chunk_at = 0.0
+    provider.aclose_at = 0.0
     provider.reached = {"end"}
     outcome = Outcome(plan, CHANNEL, REPLY, provider, done_at=1.0, ended_at=1.0)
     outcome.result = StreamResult(
@@ -251,7 +346,166 @@ def test_an_escaped_exception_is_counted() -> None:
     assert "exceptions_escaped" in report.failures()
 
 
-def judge(kind: str, at: float, status: str) -> Report:
+def failing(outcome: Outcome) -> dict[str, int]:
+    report = Report()
+    tally(report, outcome)
+    return report.failures()
+
+
+def cancelled_outcome() -> Outcome:
+    """A caller that cancelled the call at 1.0, which raised CancelledError at 1.2: no result,
+    the provider closed, the caller's task with its one cancel request still pending."""
+    outcome = honest_outcome("")
+    outcome.plan = replace(outcome.plan, caller="cancel", caller_at=1.0)
+    outcome.result, outcome.messages = None, []
+    outcome.cancel_delivered = outcome.caller_cancelled = True
+    outcome.interrupted_at, outcome.done_at = 1.0, 1.2
+    outcome.cancelling_after = 1
+    return outcome
+
+
+def timed_out_outcome() -> Outcome:
+    """A caller whose own `asyncio.timeout` fired at 1.0: TimeoutError, cancelling() back."""
+    outcome = honest_outcome("")
+    outcome.plan = replace(outcome.plan, caller="timeout", caller_at=1.0)
+    outcome.result, outcome.messages = None, []
+    outcome.timeout_expired = outcome.timed_out = True
+    outcome.interrupted_at, outcome.done_at = 1.0, 1.2
+    return outcome
+
+
+def test_callers_that_cancel_or_time_out_are_consistent_without_a_result() -> None:
+    for outcome in (cancelled_outcome(), timed_out_outcome()):
+        assert check_stream(outcome) == []
+        assert failing(outcome) == {}
+
+
+def test_a_callers_cancelling_state_changed_by_the_call_is_counted() -> None:
+    outcome = honest_outcome()
+    outcome.cancelling_after = 1  # a plain caller left with a pending cancellation (defect 3)
+    assert "cancelling" in names(outcome)
+    assert "cancelling_changed" in failing(outcome)
+    outcome = cancelled_outcome()
+    outcome.cancelling_after = 0  # the call took the caller's own cancel request back
+    assert "cancelling" in names(outcome)
+    assert "cancelling_changed" in failing(outcome)
+
+
+def test_a_timeout_that_came_out_as_cancelled_error_is_counted() -> None:
+    outcome = timed_out_outcome()
+    outcome.timed_out, outcome.caller_cancelled = False, True
+    outcome.cancelling_after = 1  # what asyncio.timeout leaves when it cannot uncancel
+    assert {"timeout_as_cancelled", "cancelling"} <= names(outcome)
+    assert {"timeouts_as_cancelled", "cancelling_changed"} <= set(failing(outcome))
+
+
+def test_a_caller_cancel_the_call_swallowed_is_detected() -> None:
+    outcome = cancelled_outcome()
+    outcome.caller_cancelled = False
+    outcome.result = StreamResult("completed")  # returned a result despite the cancel
+    assert "cancel_swallowed" in names(outcome)
+    outcome = timed_out_outcome()
+    outcome.timed_out = False
+    outcome.result = StreamResult("completed")
+    assert "cancel_swallowed" in names(outcome)
+
+
+def test_a_cancelled_call_that_returns_late_or_leaves_the_provider_running_is_detected() -> None:
+    outcome = cancelled_outcome()
+    outcome.done_at = 1.0 + 5.1 + 1.0  # beyond the provider's cleanup budget
+    assert names(outcome) == {"slow_return"}
+    outcome = cancelled_outcome()
+    outcome.provider_running = 1  # the provider's aclose() still under way
+    assert names(outcome) == {"provider_outlived_call"}
+    outcome = cancelled_outcome()
+    outcome.provider.aclose_at = None  # B10: never closed with aclose()
+    assert names(outcome) == {"provider_not_closed"}
+    outcome = cancelled_outcome()
+    outcome.escaped, outcome.caller_cancelled = RuntimeError("boom"), False
+    assert {"escaped", "no_result"} <= names(outcome)
+
+
+def test_text_a_provider_yields_after_being_stopped_must_not_be_sent() -> None:
+    assert "hidden_text_sent" in names(honest_outcome(f"x {AFTER_STOP_MARKER}"))
+
+
+def stop_raced_by_a_follow_up(status: str, context: object = None) -> Outcome:
+    """A follow-up at 0.5, then a stop at 0.55 that the registry held; the result `status`."""
+    outcome = honest_outcome("")
+    outcome.messages = []
+    follow_up = StopRequest("follow_up", "user-2", None, 0.5)
+    stop = StopRequest("stop", "user-1", "context-0-1", 0.55)
+    outcome.fired = [
+        Fired(Request("follow_up", "user-2", "during", 0.5), 0.5, True, "context-0-0", None),
+        Fired(Request("stop", "user-1", "during", 0.55), 0.55, True, "context-0-1", None),
+    ]
+    outcome.fired[0] = replace(outcome.fired[0], entry=follow_up)
+    outcome.fired[1] = replace(outcome.fired[1], replaced=follow_up, entry=stop)
+    outcome.ended_at = outcome.done_at = 1.0
+    outcome.result = StreamResult(
+        status,  # type: ignore[arg-type]  # test knob
+        stop_reason="user_request" if status == "stopped_by_user" else None,
+        stop_context=context,
+    )
+    return outcome
+
+
+def test_a_stop_consumed_without_deciding_the_result_is_lost() -> None:
+    outcome = stop_raced_by_a_follow_up("follow_up_interrupt")  # defect 4
+    assert "stop_lost" in names(outcome)
+    assert "stops_lost" in failing(outcome)
+
+
+def test_a_stop_that_won_or_stayed_in_the_registry_is_not_lost() -> None:
+    won = stop_raced_by_a_follow_up("stopped_by_user", "context-0-1")
+    assert check_stream(won) == []
+    kept = stop_raced_by_a_follow_up("follow_up_interrupt")
+    kept.registry_entry = kept.fired[1].entry  # C5: left for the bot to see
+    assert "stop_lost" not in names(kept)
+    replaced = stop_raced_by_a_follow_up("stopped_by_user", "context-0-2")
+    later = StopRequest("stop", "user-3", "context-0-2", 0.6)
+    second = Request("stop", "user-3", "during", 0.6)
+    replaced.fired.append(Fired(second, 0.6, True, "context-0-2", replaced.fired[1].entry, later))
+    assert "stop_lost" not in names(replaced)  # C2: a later stop replaced it
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_a_client_whose_sends_hang_is_wedged() -> None:
+    class Wedged:
+        async def send(self, content: str) -> None:
+            await asyncio.Event().wait()  # discord.py's global lock left closed
+
+    class Fine:
+        async def send(self, content: str) -> None:
+            await asyncio.sleep(3)  # a global 429 waited out
+
+    def env(probe: object) -> Env:
+        stops = TimedRegistry(lambda: 0.0)
+        channel = cast(discord.abc.Messageable, probe)
+        return Env(DiscordEmulator(), StreamOrchestrator(stops), stops, [], {}, channel)
+
+    assert not await probe_client(env(Wedged()))
+    assert await probe_client(env(Fine()))
+    assert "wedged_clients" in Report(wedged_clients=1).failures()
+
+
+def test_a_lost_or_incomplete_answer_is_detected() -> None:
+    lines = ("one", "two", "three")
+    whole = "one\ntwo\nthree"
+    sent = [message("one\ntwo"), message("three")]
+    good = StreamResult("completed", accumulated_text=whole, messages_sent=2, messages=())
+    assert check_answer(lines, good, sent) is None
+    assert check_answer(lines, replace(good, status="error"), sent) is not None
+    assert check_answer(lines, good, sent[:1]) is not None  # a line never reached Discord
+    assert check_answer(lines, good, [sent[1], sent[0]]) is not None  # out of order
+    assert check_answer(lines, replace(good, accumulated_text="one\ntwo"), sent) is not None
+    assert check_answer(lines, RuntimeError("boom"), sent) is not None
+    assert check_answer(lines, good, [*sent, message("", embed=True)]) is not None
+    assert "answers_lost" in Report(answers_lost=1).failures()
+
+
+def judge(kind: str, at: float, status: str, reason: str | None = None) -> Report:
     """Leave a `kind` entry registered at `at` after a stream that ended at 10 with
     `status`, and judge the registry as the soak does."""
     now = [at]
@@ -264,7 +518,7 @@ def judge(kind: str, at: float, status: str) -> Report:
     now[0] = 20.0
     outcome = honest_outcome()
     outcome.ended_at = 10.0
-    outcome.result = StreamResult(status)  # type: ignore[arg-type]  # test knob
+    outcome.result = StreamResult(status, stop_reason=reason)  # type: ignore[arg-type]
     report = Report()
     judge_registry(env, outcome, report)
     assert stops.peek(CHANNEL) is None  # cleaned either way
@@ -280,6 +534,13 @@ def test_an_entry_registered_before_the_end_is_unexplained() -> None:
 def test_an_entry_registered_after_the_end_is_stale_not_a_leak() -> None:
     report = judge("stop", 12.0, "completed")
     assert (report.stale_requests_discarded, report.unexplained_registry_entries) == (1, 0)
+
+
+def test_C5_a_stop_kept_after_an_internal_stop_fixed_the_outcome_is_not_a_leak() -> None:
+    report = judge("stop", 5.0, "stopped_by_user", "channel_deleted")
+    assert (report.stale_requests_discarded, report.unexplained_registry_entries) == (1, 0)
+    report = judge("stop", 5.0, "stopped_by_user", "user_request")  # that one consumes it
+    assert report.unexplained_registry_entries == 1
 
 
 def test_a_follow_up_waiting_behind_a_stop_is_stale_not_a_leak() -> None:
