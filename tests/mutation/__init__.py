@@ -1,0 +1,1 @@
+"""Mutation testing of `domain/` (`make mutate`, run.py)."""
