@@ -86,10 +86,11 @@ Rules chosen
   stream stopping changes nothing), or is still the channel's registry entry once the batch
   settled, or was replaced by a later stop while pending. A call its caller interrupted has no
   result and is not judged on this.
-- Per batch: requests that cancelled calls handed over to the background
-  (`ratelimit.drain_background`) are given BACKGROUND_LIMIT virtual seconds to end; tasks
-  started during the batch and still alive after it (the emulator's own aiohttp connection
-  handlers excluded: that is Discord's side) are leaked tasks; `stops.listening()` must be 0;
+- Per batch: what cancelled calls left in the background (`ratelimit.drain_background`: the
+  keepers that reopen discord.py's global lock, and requests handed over) are given
+  BACKGROUND_LIMIT virtual seconds to end; tasks started during the batch and still alive
+  after it (the emulator's own aiohttp connection handlers excluded: that is Discord's side)
+  are leaked tasks; `stops.listening()` must be 0;
   then a probe message is sent through the same `discord.Client`, on a channel of its own,
   and must be accepted within PROBE_LIMIT virtual seconds, or the client is *wedged* (B11: a
   caller's cancellation during a global 429 wait must not leave discord.py's global lock
@@ -1916,7 +1917,7 @@ def render(report: Report) -> str:
         ("clients wedged (probe send after a batch)", report.wedged_clients),
         (f"answers lost or incomplete (of {report.answers})", report.answers_lost),
         ("streams under Discord's real rate limits", report.limited_streams),
-        ("cancels that handed requests over (B11)", report.background_requests),
+        ("cancels that left work in the background (B11)", report.background_requests),
         (
             "messages accepted / embeds accepted",
             f"{report.messages_accepted} / {report.embeds_accepted}",
