@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Final, Literal, TypeAlias
+from typing import Final, Literal, TypeAlias, assert_never
 
 from cordstream.domain.markdown import closes_fence, fence_of
 
@@ -98,6 +98,7 @@ def feed(
                 continue  # inside code: the tag is text, and is tracked with what follows
         closing, name = match.group(1) == "/", match.group(2).lower()
         before = data[position : match.start()]
+        kind: _TagKind
         if match.group(0).endswith("/>"):
             kind = "text" if mode != "visible" else "drop"  # an empty <think/>: nothing inside
         else:
@@ -125,6 +126,8 @@ def feed(
                 in_summary, summary_done = False, True
             case "drop":
                 pass
+            case _:
+                assert_never(kind)
     rest = data[position:]
     held = ""
     cut = rest.rfind("<")
@@ -173,7 +176,23 @@ class _Where:
         return self.line.count("`") % 2 == 1  # in an inline code span
 
 
-def _classify(mode: Mode, closing: bool, name: str, in_summary: bool, summary_done: bool) -> str:
+# What a tag does (`_classify`): "text" leaves it in the text of the current block.
+_TagKind: TypeAlias = Literal[
+    "text",
+    "drop",
+    "open_think",
+    "close_think",
+    "stray_close_think",
+    "open_details",
+    "close_details",
+    "open_summary",
+    "close_summary",
+]
+
+
+def _classify(
+    mode: Mode, closing: bool, name: str, in_summary: bool, summary_done: bool
+) -> _TagKind:
     think = name in _THINK_NAMES
     if mode == "visible":
         if think:

@@ -5,6 +5,7 @@ Re-exported by `cordstream.shell`.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -101,14 +102,16 @@ def _milliseconds_as_seconds(text: str) -> float | None:
 
 
 def _whole(low: int, high: int | None) -> Callable[[str], int | None]:
-    def read(text: str) -> int | None:
-        try:
-            number = int(text)
-        except ValueError:  # "1.5", "1e3", "nan", "inf", "ten", too many digits
-            return None
-        return number if low <= number and (high is None or number <= high) else None
+    """A reader of whole numbers from `low` to `high` (None: no upper bound)."""
+    return functools.partial(_read_whole, low=low, high=high)
 
-    return read
+
+def _read_whole(text: str, *, low: int, high: int | None) -> int | None:
+    try:
+        number = int(text)
+    except ValueError:  # "1.5", "1e3", "nan", "inf", "ten", too many digits
+        return None
+    return number if low <= number and (high is None or number <= high) else None
 
 
 @dataclass(frozen=True, slots=True)

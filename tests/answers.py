@@ -195,13 +195,6 @@ def fences_balanced(message: str) -> bool:
     return open_fence(message) is None
 
 
-def same_text(delivered: str, visible: str) -> bool:
-    """Coarse (whitespace ignored): nothing lost, nothing duplicated; the end may carry
-    auto-closed markers (E8). For tests outside the text's own rules; those use `as_written`."""
-    got, want = oracle_key(delivered), oracle_key(visible)
-    return got == want or (got.startswith(want) and set(got[len(want) :]) <= AUTO_CLOSERS)
-
-
 def without_closers(text: str) -> str:
     """The oracle key with auto-closed markers (E8) removed from its end."""
     return oracle_key(text).rstrip("".join(AUTO_CLOSERS))

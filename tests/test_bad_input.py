@@ -40,9 +40,9 @@ Rules these tests pin (chosen here where the SPEC is silent, and named in each t
   backticks and closes on a line of at least as many backticks alone; `~~~` is prose, since
   Discord has no `~~~` fences): every message leaves no fence open (E3). The text is the
   input apart from the closing/reopening fence lines and the inline closers E8 adds at the
-  very end (the oracle `tests.answers.same_text`). An opening fence line with nothing after
-  it is markup alone and is not sent. An opening fence line longer than a message is code
-  however it is chunked.
+  very end, whitespace included (the oracle `tests.answers.as_written`). An opening fence
+  line with nothing after it is markup alone and is not sent. An opening fence line longer
+  than a message is code however it is chunked.
 - A secret in any field of a provider error, in its `original` (exception message, mapping,
   JSON body), in the provider's headline or in a raised exception never reaches Discord: no
   12-character piece of it appears in any request body the bot sent (G4).
@@ -90,7 +90,7 @@ from cordstream.domain import (
 from cordstream.domain.embeds import EmbedSpec, exception_embed, provider_error_embed
 from cordstream.shell import StreamConfig
 from cordstream.shell.emulator import SentMessage
-from tests.answers import as_written, same_text
+from tests.answers import as_written
 from tests.bad_inputs import (
     BIDI_TEXTS,
     CLUSTERS,
@@ -720,7 +720,7 @@ def test_E3_core_every_message_has_balanced_fences_and_the_text_survives(name: s
         assert result.status == "completed"
         for message in driver.messages:
             assert _open_fence(message) is None, (size, message)
-        assert same_text("\n".join(driver.messages), text), (size, driver.messages)
+        as_written(driver.messages, text, closers=True, fences=True)
 
 
 @shell
@@ -735,7 +735,7 @@ async def test_E3_shell_every_message_in_the_channel_has_balanced_fences(name: s
         for message in contents:
             assert _open_fence(message) is None, message
             assert len(message) <= 200
-        assert same_text("\n".join(contents), text)
+        as_written(contents, text, closers=True, fences=True)
 
 
 def test_E3_core_a_split_block_reopens_with_its_language_in_every_message() -> None:

@@ -40,6 +40,26 @@ def test_config_refuses_bad_values(changes: dict[str, object]) -> None:
         StreamConfig(**changes)  # type: ignore[arg-type]  # bad values on purpose
 
 
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"inactivity_timeout": 0.001},
+        {"inactivity_timeout": 0.5},
+        {"inactivity_timeout": 1},
+        {"send_message_limit": 0},
+        {"flush_limit": 0},
+        {"max_message_length": 200},
+        {"max_message_length": 2000},
+        {"humanizer_degree": 0},
+        {"humanizer_degree": 3},
+    ],
+)
+def test_config_accepts_every_value_up_to_its_bounds(changes: dict[str, object]) -> None:
+    """The edges of each range are valid (a sub-second timeout included)."""
+    config = StreamConfig(**changes)  # type: ignore[arg-type]  # one field at a time
+    assert all(getattr(config, name) == value for name, value in changes.items())
+
+
 def test_config_from_env_reads_inactivity_timeout_ms() -> None:
     config = StreamConfig.from_env(
         {"INACTIVITY_TIMEOUT_MS": "2500", "CORDSTREAM_HUMANIZER_DEGREE": "2"}

@@ -11,7 +11,7 @@ import pytest
 from cordstream.domain import TokenUsage
 from cordstream.shell.cli import main
 from cordstream.shell.demo import ANSWER, Options, run_demo
-from tests.answers import fences_balanced, same_text
+from tests.answers import as_written, fences_balanced
 
 
 def quiet(_: str) -> None:
@@ -26,7 +26,7 @@ async def test_demo_delivers_the_whole_answer_as_a_reply() -> None:
     contents = [m.content for m in messages]
     assert result.messages == tuple(contents)
     assert result.accumulated_text == "\n".join(contents)
-    assert same_text("\n".join(contents), ANSWER.split("</think>", 1)[1])
+    as_written(contents, ANSWER.split("</think>", 1)[1], fences=True)
     assert result.usage == TokenUsage(412, 1337)
     assert all(len(c) <= 1950 and fences_balanced(c) for c in contents)
     assert messages[0].message_reference is not None  # F1

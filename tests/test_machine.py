@@ -719,6 +719,11 @@ def test_B13_the_error_names_the_type_process_chunk_returned(garbage: object, na
             lambda: DoneChunk(serving_provider=[]),  # type: ignore[arg-type]
             "DoneChunk: serving_provider must be str or None, got list",
         ),
+        (lambda: FunctionCall(7, {}), "FunctionCall: name must be str"),  # type: ignore[arg-type]
+        (lambda: FunctionCall("f", []), "FunctionCall: arguments must be a mapping"),  # type: ignore[arg-type]
+        (lambda: FunctionCall("f", {}, id=5), "FunctionCall: id must be str"),  # type: ignore[arg-type]
+        (lambda: Thought("raw", 5), "Thought: content must be str"),  # type: ignore[arg-type]
+        (lambda: Thought("other", "x"), "Thought: unknown kind 'other'"),  # type: ignore[arg-type]
     ],
 )
 def test_B13_a_chunk_built_with_a_bad_field_names_the_type_it_got(
@@ -748,6 +753,35 @@ def test_B13_a_field_smuggled_past_validation_is_named_with_its_type(
     assert result.status == "error"
     assert isinstance(result.data, TypeError)
     assert str(result.data) == message
+
+
+@pytest.mark.parametrize(
+    ("chunk", "field", "value", "message"),
+    [
+        (DoneChunk(), "metadata", 5, "DoneChunk: metadata must be a mapping or None"),
+        (DoneChunk(), "serving_provider", 1, "DoneChunk: serving_provider must be str or None"),
+        (ErrorChunk(None), "error", "boom", "ErrorChunk: error must be a ProviderError or None"),
+        (
+            FunctionCallChunk(None),
+            "call",
+            5,
+            "FunctionCallChunk: call must be a FunctionCall, a sequence of them, or None",
+        ),
+    ],
+    ids=["done-metadata", "done-serving", "error-error", "call-call"],
+)
+def test_B13_a_field_smuggled_into_any_chunk_type_is_named_with_its_owner(
+    chunk: object, field: str, value: object, message: str
+) -> None:
+    """Every chunk type off the hot path is checked, and the error names the chunk's own type
+    (for the bot author reading a log: which of their chunks was broken)."""
+    driver = Driver()
+    driver.start()
+    driver.chunk(_smuggled(chunk, field, value))
+    result = driver.settle()
+    assert result.status == "error"
+    assert isinstance(result.data, TypeError)
+    assert str(result.data).startswith(message)
 
 
 # --- C4–C7: requests inside the stream ----------------------------------------------------------
