@@ -296,3 +296,23 @@ def test_E4_a_tag_right_after_a_closed_fence_is_markup_again() -> None:
     assert result.thought_log is not None
     assert result.thought_log.raw == "hidden"
     assert "hidden" not in result.accumulated_text
+
+
+@pytest.mark.parametrize("degree", [0, 1])
+def test_E4_a_stray_closing_tag_captures_every_queued_piece_as_written(degree: int) -> None:
+    """At degree 0 (or while Discord is busy) several pieces wait in the outbox: all of them,
+    joined as the model wrote them, become the reasoning."""
+    config = StreamConfig(humanizer_degree=degree)
+    driver, result = run("one\ntwo\n\nthree\n</think>Answer\n", config=config, size=100)
+    assert driver.messages == ["Answer"]
+    assert result.thought_log is not None
+    assert result.thought_log.raw == "one\ntwo\n\nthree"
+
+
+@pytest.mark.parametrize("size", [1, 3, 100])
+def test_E5_a_stray_closing_details_tag_is_dropped(size: int) -> None:
+    """A `</details>` with no block open is markup without content: it is not shown."""
+    driver, result = run("Before </details>after\nNext\n", size=size)
+    assert "".join(driver.messages).count("details") == 0
+    assert driver.messages == ["Before after", "Next"]
+    assert result.details_content is None

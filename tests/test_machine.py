@@ -42,7 +42,9 @@ from cordstream.domain import (
     Thought,
     TimerFired,
     TokenUsage,
+    initial_state,
 )
+from cordstream.domain.catalogue import DEFAULT_CATALOGUE, ENGLISH
 from tests.driver import Driver, run
 
 USAGE = {"prompt_tokens": 3, "completion_tokens": 4}
@@ -1662,3 +1664,37 @@ def test_B1_a_field_set_after_validation_is_an_error_result_not_an_exception(
     assert result.status == "error"
     assert isinstance(result.data, TypeError)
     assert driver.messages == ["done"]  # B13: pending not flushed
+
+
+# --- G5: every embed in the stream's locale ------------------------------------------------------
+
+
+def _localized(driver: Driver) -> list[str]:
+    """The titles of the embeds the stream sent."""
+    return [e.embed.title for e in driver.of_type(SendEmbed) if isinstance(e, SendEmbed)]
+
+
+@pytest.mark.parametrize(
+    "ending",
+    ["provider_error", "crash", "timeout", "flush_limit"],
+)
+def test_G5_every_embed_the_stream_composes_is_in_its_locale(ending: str) -> None:
+    catalogue = DEFAULT_CATALOGUE.with_locale("pt", {k: f"PT {v}" for k, v in ENGLISH.items()})
+    config = StreamConfig(inactivity_timeout=5.0, flush_limit=1)
+    driver = Driver(config)
+    driver.state = initial_state(config, locale="pt", catalogue=catalogue)
+    driver.start()
+    match ending:
+        case "provider_error":
+            driver.chunk(ErrorChunk(ProviderError("api_error", "upstream failed")))
+        case "crash":
+            driver.crash(RuntimeError("boom"))
+        case "timeout":
+            driver.fire_timer(5.0)
+        case _:
+            driver.text("one\n", "two\n", "three\n")  # a second message passes flush_limit=1
+    if driver.result is None:
+        driver.settle()
+    titles = _localized(driver)
+    assert len(titles) == 1
+    assert titles[0].startswith("PT "), titles

@@ -1078,3 +1078,25 @@ def test_E6_punctuation_at_the_very_end_takes_the_end_of_a_full_sentence_along(s
     assert all(len(m) <= 200 for m in driver.messages)
     no_lone_punctuation(driver.messages, text)
     as_written(driver.messages, text)
+
+
+@pytest.mark.parametrize("size", [1, 3])
+def test_E1_degree_3_cuts_sentences_after_a_held_parenthesis_was_released(size: int) -> None:
+    """Held prose (an open parenthesis, E2) that is released leaves the segmenter in prose, not
+    in a table: the next lines are still cut per sentence at degree 3. (Degree 3 cuts the line
+    still arriving; lines that arrive whole in one chunk leave whole.)"""
+    text = "Intro (with aside).\nFirst. Second. Third.\nLast line.\n"
+    driver, _ = run(text, config=StreamConfig(humanizer_degree=3), size=size)
+    assert driver.messages == ["Intro (with aside).", "First.", "Second.", "Third.", "Last line."]
+
+
+@pytest.mark.parametrize("marks", [190, 250, 400])
+def test_E7_a_code_line_with_a_cluster_longer_than_a_message_is_cut_through_it(marks: int) -> None:
+    """One grapheme cluster longer than a message, inside a code line: the limit wins, the
+    cluster is cut (E7), every message fits and keeps its fences, and every mark arrives."""
+    text = "```\nab" + "e" + "\u0301" * marks + "cd\n```\nafter\n"
+    driver, result = run(text, config=StreamConfig(max_message_length=200), size=7)
+    assert result.status == "completed"
+    assert all(len(m) <= 200 and fences_balanced(m) for m in driver.messages)
+    assert "".join(driver.messages).count("\u0301") == marks
+    assert driver.messages[-1] == "after"
