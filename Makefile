@@ -42,7 +42,7 @@ fuzz: $(STAMP)
 # Mutation testing of domain/ (tests/mutation/run.py says how): mutmut on a seeded sample of
 # N mutants (default 60; SEED= draws another), with Hypothesis's example database off. Prints
 # the score, the outcomes, the time and each surviving mutant's diff; exits 1 below MIN percent
-# (default 95). Slow (about a minute per mutant on 2 cores), so not part of `make test`.
+# (default 95). Slow (about 15 minutes for 60 mutants on 2 cores), so not part of `make test`.
 mutate: $(STAMP)
 	$(BIN)/python -m tests.mutation.run --sample $(or $(N),60) --seed $(or $(SEED),0) \
 	  --min $(or $(MIN),95) --max-children $(or $(JOBS),2)

@@ -387,7 +387,8 @@ class _Stream:
                 return
             finally:
                 self.reading = False
-                self.take_back_cancels()
+                if self.cancels:
+                    self.take_back_cancels()
             if self.registry_changed:  # B5: a stop registered while the chunk was on its way
                 self.check_registry()
             if not self.wants_chunks():
