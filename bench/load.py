@@ -48,9 +48,9 @@ from cordstream.shell import (
     StreamOrchestrator,
     set_global_budget,
 )
-from cordstream.shell.demo import ANSWER, Options, ScriptedProvider
-from cordstream.shell.emulator import DiscordEmulator, RateLimits, discord_client
+from cordstream.shell.cli.demo import ANSWER, Options, ScriptedProvider
 from cordstream.shell.stops import StopRegistry
+from cordstream.shell.testing.emulator import DiscordEmulator, RateLimits, discord_client
 
 _LINES = (
     "Here is a short answer, streamed line by line.\n",

@@ -27,8 +27,8 @@ import discord
 from bench.answers import answer, chunked
 from cordstream.domain import ProcessedChunk, ProviderError, TextChunk
 from cordstream.shell import StreamConfig, StreamContext, StreamOrchestrator, set_global_budget
-from cordstream.shell.emulator import DiscordEmulator, discord_client
 from cordstream.shell.stops import StopRegistry
+from cordstream.shell.testing.emulator import DiscordEmulator, discord_client
 
 TIMEOUT = 0.2  # inactivity timeout of the overshoot runs, seconds
 

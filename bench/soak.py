@@ -169,7 +169,9 @@ from cordstream.domain import (
     TokenUsage,
 )
 from cordstream.shell import StreamConfig, StreamContext, StreamOrchestrator, ratelimit
-from cordstream.shell.emulator import (
+from cordstream.shell.orchestrator import CLOSE_GRACE, CLOSE_TIMEOUT
+from cordstream.shell.stops import Listener, StopRegistry
+from cordstream.shell.testing.emulator import (
     BAD_GATEWAY,
     INTERNAL_SERVER_ERROR,
     MISSING_ACCESS,
@@ -187,8 +189,6 @@ from cordstream.shell.emulator import (
     SentMessage,
     discord_client,
 )
-from cordstream.shell.orchestrator import CLOSE_GRACE, CLOSE_TIMEOUT
-from cordstream.shell.stops import Listener, StopRegistry
 
 DESCRIPTION: Final = "A soak of the real shell under faults, on looptime's virtual clock."
 STATUSES: Final = frozenset(get_args(StreamStatus))

@@ -26,8 +26,8 @@ from cordstream.shell import (
     StreamProvider,
     StreamResult,
 )
-from cordstream.shell.emulator import DiscordEmulator, discord_client
 from cordstream.shell.stops import StopRegistry
+from cordstream.shell.testing.emulator import DiscordEmulator, discord_client
 
 
 @dataclass(frozen=True)

@@ -89,7 +89,7 @@ from cordstream.domain import (
 )
 from cordstream.domain.embeds import EmbedSpec, exception_embed, provider_error_embed
 from cordstream.shell import StreamConfig
-from cordstream.shell.emulator import SentMessage
+from cordstream.shell.testing.emulator import SentMessage
 from tests.answers import as_written
 from tests.bad_inputs import (
     BIDI_TEXTS,

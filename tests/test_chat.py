@@ -17,9 +17,9 @@ import discord
 import pytest
 
 from cordstream.domain import TokenUsage
-from cordstream.shell.chat import ChatOptions, api_key, check, run_chat, tool_specs
-from cordstream.shell.console import Failure
-from cordstream.shell.emulator import DiscordEmulator
+from cordstream.shell.cli.chat import ChatOptions, api_key, check, run_chat, tool_specs
+from cordstream.shell.cli.console import Failure
+from cordstream.shell.testing.emulator import DiscordEmulator
 from tests.openai_wire import answer, tool_request
 from tests.sse import ModelServer, Reply
 

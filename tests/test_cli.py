@@ -23,9 +23,8 @@ import aiohttp.web
 import discord
 import pytest
 
-from cordstream.shell import chat
-from cordstream.shell.chat import ChatOptions
-from cordstream.shell.cli import main
+from cordstream.shell.cli import chat, main
+from cordstream.shell.cli.chat import ChatOptions
 from tests.openai_wire import frame, usage
 from tests.sse import ModelServer, Reply, sse, sse_done
 

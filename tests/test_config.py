@@ -60,6 +60,32 @@ def test_config_accepts_every_value_up_to_its_bounds(changes: dict[str, object])
     assert all(getattr(config, name) == value for name, value in changes.items())
 
 
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"inactivity_timeout": "5"}, "inactivity_timeout must be a number of seconds"),
+        ({"inactivity_timeout": True}, "inactivity_timeout must be a number of seconds"),
+        (
+            {"inactivity_timeout": -1.0},
+            "inactivity_timeout must be a positive finite number, got -1.0",
+        ),
+        ({"flush_limit": -1}, "flush_limit must be an int >= 0 (0 = no limit), got -1"),
+        (
+            {"send_message_limit": 2.0},
+            "send_message_limit must be an int >= 0 (0 = no limit), got 2.0",
+        ),
+        ({"max_message_length": 199}, "max_message_length must be an int in 200..2000, got 199"),
+        ({"humanizer_degree": 4}, "humanizer_degree must be 0, 1, 2 or 3, got 4"),
+    ],
+)
+def test_config_names_the_field_and_the_value_it_refuses(
+    changes: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ValueError, match=r"^StreamConfig: ") as raised:
+        StreamConfig(**changes)  # type: ignore[arg-type]  # bad values on purpose
+    assert str(raised.value) == f"StreamConfig: {message}"
+
+
 def test_config_from_env_reads_inactivity_timeout_ms() -> None:
     config = StreamConfig.from_env(
         {"INACTIVITY_TIMEOUT_MS": "2500", "CORDSTREAM_HUMANIZER_DEGREE": "2"}

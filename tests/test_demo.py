@@ -10,7 +10,7 @@ import pytest
 
 from cordstream.domain import TokenUsage
 from cordstream.shell.cli import main
-from cordstream.shell.demo import ANSWER, Options, run_demo
+from cordstream.shell.cli.demo import ANSWER, Options, run_demo
 from tests.answers import as_written, fences_balanced
 
 

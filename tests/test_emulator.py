@@ -20,7 +20,7 @@ import discord
 import discord.http
 import pytest
 
-from cordstream.shell.emulator import (
+from cordstream.shell.testing.emulator import (
     BAD_GATEWAY,
     INTERNAL_SERVER_ERROR,
     MISSING_ACCESS,

@@ -45,7 +45,7 @@ from cordstream.shell import (
     ratelimit,
     set_global_budget,
 )
-from cordstream.shell.emulator import FaultRoute, Limit, RateLimited, RateLimits
+from cordstream.shell.testing.emulator import FaultRoute, Limit, RateLimited, RateLimits
 from tests.fuzz import examples
 from tests.stage import Do, ScriptProvider, Sleep, Stage, other_tasks, stage
 

@@ -31,12 +31,12 @@ from cordstream.domain.embeds import (
 )
 from cordstream.domain.redact import REDACTED, Secrets
 from cordstream.shell import StreamConfig, StreamContext, StreamOrchestrator
-from cordstream.shell.emulator import DiscordEmulator, discord_client
 from cordstream.shell.providers.anthropic import AnthropicProvider
 from cordstream.shell.providers.gemini import GeminiProvider
 from cordstream.shell.providers.openai import OpenAIChatProvider
 from cordstream.shell.secrets import MAX_PROVIDER_SECRETS, provider_secrets, stream_secrets
 from cordstream.shell.stops import StopRegistry
+from cordstream.shell.testing.emulator import DiscordEmulator, discord_client
 from tests.stage import ScriptProvider
 
 shell = pytest.mark.asyncio

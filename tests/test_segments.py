@@ -946,6 +946,37 @@ def test_E9_a_stop_during_a_typing_pause_delivers_the_rest_at_once() -> None:
     assert driver.now == pytest.approx(0.3)
 
 
+@pytest.mark.parametrize(
+    "ending",
+    [
+        ErrorChunk(ProviderError("api_error", "upstream failed")),
+        FunctionCallChunk(FunctionCall("search", {"q": "x"}, id="call-1")),
+    ],
+    ids=["provider-error", "function-call"],
+)
+def test_E9_a_provider_error_or_call_during_a_typing_pause_delivers_the_rest(
+    ending: object,
+) -> None:
+    """An error delivers what is left at once, without pauses (E9); a function call ends the
+    stream's own course, so the pause it arrives in still runs."""
+    driver = started(humanizer_degree=2)
+    driver.text("First line\n", "Second line here\n", "x\n")
+    assert driver.messages == ["First line"]
+    assert len(pauses(driver)) == 1
+    driver.advance(0.3)
+    driver.chunk(ending)
+    if isinstance(ending, ErrorChunk):
+        assert driver.result is not None
+        assert driver.messages[1:] == ["Second line here\nx"]
+        assert len(pauses(driver)) == 1  # no further pause
+        assert driver.now == pytest.approx(0.3)
+    else:
+        assert driver.result is None  # waiting out the typing pause
+        result = driver.settle()
+        assert result.status == "function_call"
+        assert driver.messages[1:] == ["Second line here", "x"]
+
+
 def test_E9_degree_3_splits_at_sentence_ends() -> None:
     driver, _ = run("One. Two! Three? Four", config=StreamConfig(humanizer_degree=3))
     assert driver.messages == ["One.", "Two!", "Three?", "Four"]
@@ -1100,3 +1131,17 @@ def test_E7_a_code_line_with_a_cluster_longer_than_a_message_is_cut_through_it(m
     assert all(len(m) <= 200 and fences_balanced(m) for m in driver.messages)
     assert "".join(driver.messages).count("\u0301") == marks
     assert driver.messages[-1] == "after"
+
+
+@pytest.mark.parametrize("size", [1, 3])
+def test_E6_a_full_line_gives_one_character_to_punctuation_that_ends_the_answer(
+    size: int,
+) -> None:
+    """The least that can move over to punctuation is one character: a line one character too
+    full to take the final `!` gives its last character, so `!` is not a message alone."""
+    text = ("word " * 60)[:194] + "x = 1\n!"
+    driver, result = run(text, config=StreamConfig(max_message_length=200), size=size)
+    assert result.status == "completed"
+    assert driver.messages[-1] == "1\n!"
+    no_lone_punctuation(driver.messages, text)
+    as_written(driver.messages, text)

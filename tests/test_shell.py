@@ -30,7 +30,7 @@ from cordstream.domain import (
 )
 from cordstream.domain.machine import StreamState
 from cordstream.shell import StreamConfig, StreamContext, StreamOrchestrator
-from cordstream.shell.emulator import (
+from cordstream.shell.testing.emulator import (
     INTERNAL_SERVER_ERROR,
     MISSING_ACCESS,
     MISSING_PERMISSIONS,

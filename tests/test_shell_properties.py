@@ -40,7 +40,7 @@ from cordstream.domain import (
     Thought,
 )
 from cordstream.shell import StreamConfig, StreamResult
-from cordstream.shell.emulator import (
+from cordstream.shell.testing.emulator import (
     BAD_GATEWAY,
     INTERNAL_SERVER_ERROR,
     MISSING_ACCESS,

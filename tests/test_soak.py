@@ -55,8 +55,8 @@ from bench.soak import (
 )
 from cordstream.domain import StopRequest, StreamResult, TextChunk
 from cordstream.shell import StreamConfig, StreamContext, StreamOrchestrator, StreamProvider
-from cordstream.shell.emulator import DiscordEmulator, Pings, SentMessage
 from cordstream.shell.stops import StopRegistry
+from cordstream.shell.testing.emulator import DiscordEmulator, Pings, SentMessage
 from tests.driver import Driver
 from tests.stage import ScriptProvider, stage
 

@@ -9,8 +9,8 @@ import asyncio
 import pytest
 
 from cordstream.shell import StreamConfig, StreamOrchestrator
-from cordstream.shell.emulator import Delay, RateLimited
 from cordstream.shell.stops import DEFAULT_STOPS, StopRegistry
+from cordstream.shell.testing.emulator import Delay, RateLimited
 from tests.stage import Hang, ScriptProvider, Stage, stage
 
 

@@ -12,9 +12,9 @@ view of the work tree, never a stale `build/`):
    every package folder under `domain/` and `shell/`, `py.typed` in both, the LICENSE.
 2. A fresh virtual environment gets that wheel (not editable) with the `openai` extra, and
    mypy, at the versions in `constraints.txt`. Working from a folder outside the repo:
-   - every public name of `cordstream.domain`, `cordstream.shell` and
-     `cordstream.shell.providers` imports (an adapter whose SDK is absent raises the
-     ImportError that names its extra);
+   - every public name of `cordstream.domain`, `cordstream.shell`,
+     `cordstream.shell.providers` and `cordstream.shell.testing` imports (an adapter whose SDK
+     is absent raises the ImportError that names its extra);
    - `cordstream demo` runs and completes;
    - `mypy --strict` passes on `typed_bot.py` (a typed tool loop using `run_turn`,
      `StreamOrchestrator` and a provider) and on the README's Python examples, so the
@@ -49,7 +49,13 @@ PACKAGES = {"domain": "cordstream/domain", "shell": "cordstream/shell"}
 PUBLIC_NAMES = """
 import importlib
 
-for name in ("cordstream.domain", "cordstream.shell", "cordstream.shell.providers"):
+PACKAGES = (
+    "cordstream.domain",
+    "cordstream.shell",
+    "cordstream.shell.providers",
+    "cordstream.shell.testing",
+)
+for name in PACKAGES:
     module = importlib.import_module(name)
     assert module.__file__ and "site-packages" in module.__file__, module.__file__
     for public in module.__all__:
@@ -58,8 +64,7 @@ for name in ("cordstream.domain", "cordstream.shell", "cordstream.shell.provider
         except ImportError as missing:  # an adapter whose SDK extra is not installed
             extra = {"AnthropicProvider": "anthropic", "GeminiProvider": "gemini"}[public]
             assert f"cordstream[{extra}]" in str(missing), missing
-print("public names:", sum(len(importlib.import_module(n).__all__) for n in
-      ("cordstream.domain", "cordstream.shell", "cordstream.shell.providers")))
+print("public names:", sum(len(importlib.import_module(n).__all__) for n in PACKAGES))
 """
 
 
@@ -183,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         user.mkdir()
         shutil.copy2(HERE / "typed_bot.py", user)
         run([python, "-c", PUBLIC_NAMES], user)
-        step("every public name of cordstream.domain, .shell and .shell.providers imports")
+        step("every public name of cordstream.domain, .shell, .shell.providers, .shell.testing")
         run([venv / "bin" / "cordstream", "demo"], user, expect=r"status:\s+completed")
         step("`cordstream demo` completes")
         examples = readme_modules(src / "README.md", user)

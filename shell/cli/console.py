@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 import discord
 
-from cordstream.shell.emulator import DiscordEmulator, SentMessage, discord_client
+from cordstream.shell.testing.emulator import DiscordEmulator, SentMessage, discord_client
 
 Printer = Callable[[str], None]
 

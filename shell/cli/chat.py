@@ -39,8 +39,7 @@ import discord
 import discord.http
 
 from cordstream.domain import ProviderError
-from cordstream.shell.config import StreamConfig
-from cordstream.shell.console import (
+from cordstream.shell.cli.console import (
     Failure,
     Printer,
     could_not_connect,
@@ -50,12 +49,13 @@ from cordstream.shell.console import (
     positive_tokens,
     why,
 )
+from cordstream.shell.cli.demo import render
+from cordstream.shell.config import StreamConfig
 from cordstream.shell.context import StreamContext
-from cordstream.shell.demo import render
-from cordstream.shell.emulator import SentMessage
 from cordstream.shell.orchestrator import StreamOrchestrator
 from cordstream.shell.providers.base import ToolProvider
 from cordstream.shell.stops import StopRegistry
+from cordstream.shell.testing.emulator import SentMessage
 from cordstream.shell.turn import Tool, TurnResult, run_turn
 
 ProviderKind = Literal["openai", "anthropic", "gemini"]

@@ -19,9 +19,17 @@ from collections.abc import Sequence
 
 import discord
 
-from cordstream.shell import chat
-from cordstream.shell.console import Failure, per_second, positive_seconds, say, seconds_from_now
-from cordstream.shell.demo import Options, render, run_demo
+# The command line, apart from the library: `demo` (the embedded default), `chat` (a real
+# model), `console` (the printing and local-Discord set-up both share).
+from cordstream.shell.cli import chat
+from cordstream.shell.cli.console import (
+    Failure,
+    per_second,
+    positive_seconds,
+    say,
+    seconds_from_now,
+)
+from cordstream.shell.cli.demo import Options, render, run_demo
 
 # The exit status of a command stopped by Ctrl-C (128 + SIGINT), as shells report it.
 INTERRUPTED = 130
@@ -108,7 +116,3 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _complain(name: str, line: str) -> None:
     print(f"{name}: {line}", file=sys.stderr, flush=True)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,7 +1,7 @@
 """`cordstream demo`: a built-in answer streamed through the real shell into a local Discord.
 
 No token, no key, no network beyond 127.0.0.1: the demo starts the project's Discord REST
-emulator (`cordstream.shell.emulator`), logs a real `discord.Client` into it, posts a user
+emulator (`cordstream.shell.testing.emulator`), logs a real `discord.Client` into it, posts a user
 question, and lets `StreamOrchestrator.stream_to_discord` stream a scripted provider's answer as a
 reply. It prints each message as the channel receives it, then the channel as a user sees it, then
 the `StreamResult`. Options schedule a `/stop`, a follow-up message or a hanging provider.
@@ -14,12 +14,12 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 
 from cordstream.domain import DoneChunk, ProcessedChunk, ProviderError, StreamResult, TextChunk
+from cordstream.shell.cli.console import Printer, local_discord
 from cordstream.shell.config import StreamConfig
-from cordstream.shell.console import Printer, local_discord
 from cordstream.shell.context import StreamContext
-from cordstream.shell.emulator import SentMessage
 from cordstream.shell.orchestrator import StreamOrchestrator
 from cordstream.shell.stops import StopRegistry
+from cordstream.shell.testing.emulator import SentMessage
 
 _PARAGRAPH = (
     "Streaming into Discord looks simple until the details arrive. A message may hold at most "
@@ -33,7 +33,7 @@ _PARAGRAPH = (
 _CODE = "\n".join(
     [
         "```python",
-        "from shell import StreamOrchestrator, StreamConfig, StreamContext",
+        "from cordstream.shell import StreamOrchestrator, StreamConfig, StreamContext",
         "",
         "async def answer(channel, message, provider):",
         "    orchestrator = StreamOrchestrator()",
