@@ -17,47 +17,31 @@ local Discord".
 from __future__ import annotations
 
 from cordstream.shell.testing.emulator import (
-    BAD_GATEWAY,
-    INTERNAL_SERVER_ERROR,
-    MISSING_ACCESS,
-    MISSING_PERMISSIONS,
-    UNKNOWN_CHANNEL,
     Delay,
     DiscordEmulator,
     Drop,
     ErrorReply,
     Fault,
-    FaultRoute,
     Limit,
-    Pings,
     RateLimited,
     RateLimits,
     RecordedRequest,
-    RouteKind,
     SentMessage,
     discord_client,
-    would_ping,
 )
 
+# What a bot's tests need; the error codes, the route names and `would_ping` are in
+# `cordstream.shell.testing.emulator`.
 __all__ = [
-    "BAD_GATEWAY",
-    "INTERNAL_SERVER_ERROR",
-    "MISSING_ACCESS",
-    "MISSING_PERMISSIONS",
-    "UNKNOWN_CHANNEL",
     "Delay",
     "DiscordEmulator",
     "Drop",
     "ErrorReply",
     "Fault",
-    "FaultRoute",
     "Limit",
-    "Pings",
     "RateLimited",
     "RateLimits",
     "RecordedRequest",
-    "RouteKind",
     "SentMessage",
     "discord_client",
-    "would_ping",
 ]
