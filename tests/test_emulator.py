@@ -543,6 +543,24 @@ async def test_a_slow_request_abandoned_by_the_client_is_still_accepted() -> Non
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
+async def test_idle_waits_for_a_request_still_being_answered() -> None:
+    """A test (the soak, between batches) can wait until Discord has answered everything
+    already sent, an abandoned slow request included."""
+    async with connected() as (emulator, _, channel):
+        await emulator.idle()  # nothing pending: returns at once
+        assert now() == pytest.approx(0.0, abs=1.0)
+        emulator.inject(Delay(30.0), route="send")
+        start = now()
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(5.0):
+                await channel.send("abandoned")
+        await emulator.idle()
+        assert now() - start == pytest.approx(30.0)
+        assert emulator.text() == "abandoned"
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
 async def test_a_delay_then_a_fault() -> None:
     async with connected() as (emulator, _, channel):
         emulator.inject(Delay(4.0, then=MISSING_ACCESS), route="send")

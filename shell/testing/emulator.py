@@ -516,6 +516,13 @@ class DiscordEmulator:
             task.cancel()
         await runner.cleanup()
 
+    async def idle(self) -> None:
+        """Wait until no request is being answered: a delayed request (`Delay`) whose client
+        gave up waiting is still answered, and accepted, when its delay is over, as Discord
+        answers a request that was already sent."""
+        while pending := {task for task in self._in_flight if not task.done()}:
+            await asyncio.wait(pending)
+
     @property
     def base_url(self) -> str:
         """`http://127.0.0.1:PORT/api/v10`, the value for `discord.http.Route.BASE`."""
