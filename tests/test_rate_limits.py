@@ -76,7 +76,7 @@ def run_virtual(main: Any) -> Any:
 # -- the budget --------------------------------------------------------------------------------
 
 
-def test_a_budget_is_checked_when_built() -> None:
+def test_F4_a_budget_is_checked_when_built() -> None:
     assert Budget(50, 1.0) == DISCORD_GLOBAL
     for requests, per in ((0, 1.0), (5, 0.0), (5, -1.0), (5, float("inf")), (5, float("nan"))):
         with pytest.raises(ValueError, match="Budget"):
@@ -89,7 +89,7 @@ def test_a_budget_is_checked_when_built() -> None:
         set_global_budget(50)  # type: ignore[arg-type]
 
 
-def test_set_global_budget_returns_the_previous_one() -> None:
+def test_F4_set_global_budget_returns_the_previous_one() -> None:
     assert ratelimit.global_budget() == DISCORD_GLOBAL
     assert set_global_budget(Budget(10, 2.0)) == DISCORD_GLOBAL
     assert set_global_budget(None) == Budget(10, 2.0)
@@ -129,7 +129,7 @@ async def _release_times(
     per=st.sampled_from([0.05, 0.3, 1.0, 2.5]),
     gaps=st.lists(st.sampled_from([0.0, 0.0, 0.01, 0.1, 0.5, 1.0, 3.0]), min_size=1, max_size=40),
 )
-def test_the_pacer_is_a_sliding_window_that_releases_as_early_as_it_may_in_order(
+def test_F4_the_pacer_is_a_sliding_window_that_releases_as_early_as_it_may_in_order(
     requests: int, per: float, gaps: list[float]
 ) -> None:
     arrivals = [sum(gaps[: i + 1]) for i in range(len(gaps))]
@@ -156,7 +156,7 @@ def test_the_pacer_is_a_sliding_window_that_releases_as_early_as_it_may_in_order
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
-async def test_fifty_a_second_release_fifty_at_once_then_fifty_a_second_later() -> None:
+async def test_F4_fifty_a_second_release_fifty_at_once_then_fifty_a_second_later() -> None:
     released = await _release_times([0.0] * 160)
     times = [at for _, at in released]
     assert times == [0.0] * 50 + [1.0] * 50 + [2.0] * 50 + [3.0] * 10
@@ -164,7 +164,7 @@ async def test_fifty_a_second_release_fifty_at_once_then_fifty_a_second_later() 
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
-async def test_a_budget_changed_while_requests_wait_judges_them_by_the_new_one() -> None:
+async def test_F4_a_budget_changed_while_requests_wait_judges_them_by_the_new_one() -> None:
     loop = asyncio.get_running_loop()
     set_global_budget(Budget(1, 10.0))
     waiting = asyncio.create_task(_release_times([0.0] * 5))
@@ -183,7 +183,7 @@ async def test_a_budget_changed_while_requests_wait_judges_them_by_the_new_one()
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
-async def test_a_shrunk_budget_holds_the_next_requests_back() -> None:
+async def test_F4_a_shrunk_budget_holds_the_next_requests_back() -> None:
     released = await _release_times([0.0] * 10)
     assert {at for _, at in released} == {0.0}
     set_global_budget(Budget(2, 1.0))
@@ -193,7 +193,7 @@ async def test_a_shrunk_budget_holds_the_next_requests_back() -> None:
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
-async def test_a_request_cancelled_while_waiting_gives_its_turn_to_the_next() -> None:
+async def test_F4_a_request_cancelled_while_waiting_gives_its_turn_to_the_next() -> None:
     loop = asyncio.get_running_loop()
     set_global_budget(Budget(1, 1.0))
     pacer = ratelimit.pacer()
@@ -210,7 +210,7 @@ async def test_a_request_cancelled_while_waiting_gives_its_turn_to_the_next() ->
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
-async def test_try_acquire_never_waits_and_never_jumps_the_queue() -> None:
+async def test_F4_try_acquire_never_waits_and_never_jumps_the_queue() -> None:
     set_global_budget(Budget(1, 1.0))
     pacer = ratelimit.pacer()
     assert pacer.try_acquire()
@@ -228,7 +228,7 @@ async def test_try_acquire_never_waits_and_never_jumps_the_queue() -> None:
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
-async def test_a_request_held_by_its_own_lane_does_not_hold_up_the_others() -> None:
+async def test_F4_a_request_held_by_its_own_lane_does_not_hold_up_the_others() -> None:
     lane: ratelimit.Lane = (Budget(1, 5.0), ratelimit.Window())
     set_global_budget(Budget(10, 1.0))
     lanes = [(lane,), (lane,), (), (), (lane,)]
@@ -268,14 +268,14 @@ DISCORD_429: Final = {"Via": "1.1 google", "Content-Type": "application/json"}
         (403, DISCORD_429, None),
     ],
 )
-def test_retry_after_tells_discords_429_from_every_other_failure(
+def test_F4_retry_after_tells_discords_429_from_every_other_failure(
     status: int, headers: dict[str, str], expected: float | None
 ) -> None:
     result = IOFailure(_http_exception(status, headers))
     assert delivery.retry_after(result) == expected
 
 
-def test_retry_after_is_none_for_a_success_and_for_other_exceptions() -> None:
+def test_F4_retry_after_is_none_for_a_success_and_for_other_exceptions() -> None:
     assert delivery.retry_after(IOSuccess("sent")) is None
     assert delivery.retry_after(IOFailure(ConnectionResetError())) is None
     rate_limited = discord.RateLimited(120.0)  # discord.py's max_ratelimit_timeout refusal
@@ -291,7 +291,7 @@ def _sends(s: Stage, since: int = 0) -> list[int | None]:
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
-async def test_a_send_discord_py_gave_up_on_after_five_429s_is_sent_again_once() -> None:
+async def test_F4_a_send_discord_py_gave_up_on_after_five_429s_is_sent_again_once() -> None:
     async with stage() as s:
         loop = asyncio.get_running_loop()
         before = len(s.api.requests)
@@ -307,7 +307,7 @@ async def test_a_send_discord_py_gave_up_on_after_five_429s_is_sent_again_once()
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
-async def test_discords_longer_retry_after_wins_over_the_backoff() -> None:
+async def test_F4_discords_longer_retry_after_wins_over_the_backoff() -> None:
     async with stage() as s:
         loop = asyncio.get_running_loop()
         s.api.inject(RateLimited(retry_after=3.0), route="send", times=5)
@@ -320,7 +320,7 @@ async def test_discords_longer_retry_after_wins_over_the_backoff() -> None:
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
-async def test_an_embed_discord_py_gave_up_on_is_sent_again_too() -> None:
+async def test_F4_an_embed_discord_py_gave_up_on_is_sent_again_too() -> None:
     async with stage() as s:
         before = len(s.api.requests)
         s.api.inject(RateLimited(retry_after=0.1), route="send", times=5)
@@ -332,7 +332,7 @@ async def test_an_embed_discord_py_gave_up_on_is_sent_again_too() -> None:
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
-async def test_a_cloudflare_429_is_not_sent_again_and_ends_the_stream_as_an_error() -> None:
+async def test_F4_a_cloudflare_429_is_not_sent_again_and_ends_the_stream_as_an_error() -> None:
     async with stage() as s:
         before = len(s.api.requests)
         s.api.inject(RateLimited(retry_after=1.0, via=False), route="send")
@@ -348,7 +348,7 @@ async def test_a_cloudflare_429_is_not_sent_again_and_ends_the_stream_as_an_erro
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
-async def test_a_429_asking_for_more_than_a_minute_is_not_sent_again() -> None:
+async def test_F4_a_429_asking_for_more_than_a_minute_is_not_sent_again() -> None:
     async with stage() as s:
         before = len(s.api.requests)
         wait = ratelimit.MAX_RETRY_AFTER + 1
@@ -361,7 +361,7 @@ async def test_a_429_asking_for_more_than_a_minute_is_not_sent_again() -> None:
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
-async def test_when_the_retry_budget_is_spent_the_stream_ends_as_an_error_b13() -> None:
+async def test_B13_when_the_retry_budget_is_spent_the_stream_ends_as_an_error() -> None:
     async with stage() as s:
         loop = asyncio.get_running_loop()
         before = len(s.api.requests)
@@ -382,7 +382,7 @@ async def test_when_the_retry_budget_is_spent_the_stream_ends_as_an_error_b13() 
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
-async def test_a_stream_keeps_its_order_when_one_of_its_messages_is_sent_again() -> None:
+async def test_F4_a_stream_keeps_its_order_when_one_of_its_messages_is_sent_again() -> None:
     async with stage() as s:
         lines = [f"Line {n}: " + " ".join(["word"] * 30) + "\n" for n in range(8)]
         before = len(s.api.requests)
@@ -453,7 +453,7 @@ def _every_answer_whole(load: Load) -> None:
 @pytest.mark.asyncio
 @pytest.mark.looptime
 @pytest.mark.parametrize("streams", [200, 1000])
-async def test_hundreds_of_streams_at_discords_real_limits_all_complete(streams: int) -> None:
+async def test_F4_hundreds_of_streams_at_discords_real_limits_all_complete(streams: int) -> None:
     async with stage() as s:
         load = await _many_streams(s, streams, RateLimits())
         _every_answer_whole(load)
@@ -466,7 +466,7 @@ async def test_hundreds_of_streams_at_discords_real_limits_all_complete(streams:
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
-async def test_streams_paced_faster_than_discord_allows_still_all_complete() -> None:
+async def test_F4_streams_paced_faster_than_discord_allows_still_all_complete() -> None:
     """Another process with the same token uses part of the limit: cordstream's budget is too
     generous, Discord answers global 429s, and the retries carry every answer through."""
     async with stage() as s:
@@ -478,7 +478,7 @@ async def test_streams_paced_faster_than_discord_allows_still_all_complete() -> 
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
-async def test_without_pacing_the_retries_alone_carry_two_hundred_streams() -> None:
+async def test_F4_without_pacing_the_retries_alone_carry_two_hundred_streams() -> None:
     async with stage() as s:
         set_global_budget(None)
         load = await _many_streams(s, 200, RateLimits())
@@ -506,7 +506,7 @@ def _gate(s: Stage) -> asyncio.Event:
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
-async def test_a_caller_cancelling_during_a_global_429_leaves_the_client_usable() -> None:
+async def test_B11_a_caller_cancelling_during_a_global_429_leaves_the_client_usable() -> None:
     async with stage() as s:
         loop = asyncio.get_running_loop()
         s.api.inject(RateLimited(retry_after=5.0, is_global=True), route="send")
@@ -531,7 +531,7 @@ async def test_a_caller_cancelling_during_a_global_429_leaves_the_client_usable(
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
-async def test_cancelling_while_the_lock_is_open_cancels_at_once_and_hands_nothing_over() -> None:
+async def test_B11_cancelling_while_the_lock_is_open_hands_nothing_over() -> None:
     async with stage() as s:
         s.api.inject(RateLimited(retry_after=5.0), route="send")  # a route 429: no global lock
         first = asyncio.create_task(s.stream(ScriptProvider(["Hello"])))
@@ -548,7 +548,7 @@ async def test_cancelling_while_the_lock_is_open_cancels_at_once_and_hands_nothi
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
-async def test_requests_waiting_on_the_lock_are_cancelled_at_once_and_never_sent() -> None:
+async def test_B11_requests_waiting_on_the_lock_are_cancelled_at_once_and_never_sent() -> None:
     """Two streams: one sleeps off the global 429, the other's send waits on discord.py's
     lock. Both callers cancel; neither message is ever sent, and the next send goes out when
     Discord's global wait is over."""
@@ -581,7 +581,7 @@ async def test_requests_waiting_on_the_lock_are_cancelled_at_once_and_never_sent
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
-async def test_a_lock_opened_early_by_another_request_is_left_open() -> None:
+async def test_B11_a_lock_opened_early_by_another_request_is_left_open() -> None:
     """Two requests sleep off global 429s at once; the caller of the longer one cancels; the
     shorter one opens the lock when its wait ends, the later sends go then, and the keeper of
     the longer wait leaves the lock open."""
@@ -616,7 +616,7 @@ async def test_a_lock_opened_early_by_another_request_is_left_open() -> None:
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
-async def test_a_client_whose_lock_cannot_be_read_has_its_requests_left_to_finish() -> None:
+async def test_B11_a_client_whose_lock_cannot_be_read_has_its_requests_left_to_finish() -> None:
     """Another discord.py version: no `_global_over` to read. cordstream does not guess; the
     requests are handed over and finish on their own."""
     channel = SimpleNamespace(_state=SimpleNamespace(http=SimpleNamespace(_global_over=None)))
@@ -632,7 +632,7 @@ async def test_a_client_whose_lock_cannot_be_read_has_its_requests_left_to_finis
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
-async def test_requests_without_a_discord_client_are_cancelled_at_once() -> None:
+async def test_B11_requests_without_a_discord_client_are_cancelled_at_once() -> None:
     channel = SimpleNamespace(id=1)
     assert ratelimit.discord_global_gate(channel) == "no client"
     request = asyncio.create_task(asyncio.sleep(3.0))
@@ -645,7 +645,7 @@ async def test_requests_without_a_discord_client_are_cancelled_at_once() -> None
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
-async def test_global_wait_end_reads_only_discord_pys_global_sleep() -> None:
+async def test_B11_global_wait_end_reads_only_discord_pys_global_sleep() -> None:
     async with stage() as s:
         loop = asyncio.get_running_loop()
         other = s.client.get_partial_messageable(s.api.add_channel("other"))
@@ -688,7 +688,7 @@ class Cancel:
     ),
     injected=st.booleans(),
 )
-def test_callers_cancelling_at_random_moments_during_429_waits_never_wedge_the_client(
+def test_B11_callers_cancelling_at_random_moments_during_429_waits_never_wedge_the_client(
     seed: int,
     streams: int,
     global_limit: int,
@@ -758,7 +758,7 @@ def test_callers_cancelling_at_random_moments_during_429_waits_never_wedge_the_c
 # -- the public knobs ---------------------------------------------------------------------------
 
 
-def test_the_knobs_a_bot_needs_are_public() -> None:
+def test_F4_the_knobs_a_bot_needs_are_public() -> None:
     for name in ("Budget", "DISCORD_GLOBAL", "set_global_budget"):
         assert name in cordstream.shell.__all__
         assert getattr(cordstream.shell, name) is getattr(ratelimit, name)
@@ -768,7 +768,7 @@ def test_the_knobs_a_bot_needs_are_public() -> None:
 @pytest.mark.looptime
 @pytest.mark.parametrize("route", ["send", "typing"])
 @pytest.mark.parametrize("cancel_at", [0.05, 0.5, 1.9])
-async def test_a_caller_cancelling_during_a_global_429_on_any_route_frees_every_channel(
+async def test_B11_a_caller_cancelling_during_a_global_429_on_any_route_frees_every_channel(
     route: FaultRoute, cancel_at: float
 ) -> None:
     """The global 429 hits the typing indicator or the send, both of which cordstream awaits
