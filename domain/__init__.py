@@ -18,15 +18,19 @@ replays any timing exactly.
 
 Where each rule of SPEC.md lives:
 
-- `machine`   — the reducer: chunk routing and stop resolution (B, C4–C7), delivery
-                accounting and Discord failures (F2–F4), time as data (B2, B12).
+- `machine`   — the reducer: phases, chunk routing, stop resolution (B, C4–C7), Discord
+                failures (F4), time as data (B2, B12), impossible events (`anomalies`).
+- `outbox`    — messages delivery: packing pieces into messages, typing pauses, limits,
+                what Discord accepted (E6, E7, E9, F2, F3).
+- `record`    — what a result reports besides delivery: usage, thoughts, details (B5, B9).
 - `capture`   — `<think>`/`<details>` removal, in source order (E4, E5).
 - `segments`  — when text leaves the buffer and in what pieces (E1–E3, E6–E8, E10).
 - `graphemes` — where a message may be cut without splitting a character (E7), and text
                 made sendable (surrogates, F2).
 - `usage`     — one shape for every provider's token usage (D).
 - `embeds`, `catalogue`, `redact` — what an error, timeout or warning embed says (G).
-- `requests`  — stop and follow-up entries: which wins, what reason (C1–C4, C8).
+- `requests`  — stop and follow-up entries: which wins, what reason, what a stream does with
+                one (C1–C8).
 - `chunks`, `results`, `config` — the public value types of SPEC §A.
 
 This package imports nothing from asyncio, discord, aiohttp, clocks, randomness or I/O.

@@ -235,3 +235,30 @@ def check(chunk: ProcessedChunk) -> None:
     )
     if not thoughts_ok or not (serving is None or isinstance(serving, str)):
         _check_common(owner, thoughts, serving)  # raises, naming the field
+
+
+def trusted(chunk: object) -> ProcessedChunk | Exception:
+    """`chunk` if it can be routed, else why not (B1, B13): a value that is not a chunk at all,
+    or a chunk with a field that skipped its constructor's validation (a subclass overriding
+    `__post_init__`, a field set afterwards with `object.__setattr__`)."""
+    if not isinstance(chunk, TextChunk | FunctionCallChunk | ErrorChunk | DoneChunk):
+        name = type(chunk).__name__
+        return TypeError(f"process_chunk returned {name}, expected a ProcessedChunk")
+    if _plain_text(chunk):
+        return chunk
+    try:
+        check(chunk)
+    except Exception as error:  # a field the checks cannot even read is as bad
+        return error
+    return chunk
+
+
+def _plain_text(chunk: object) -> bool:
+    """A `TextChunk` as built, without thoughts: the common case, too cheap to check further."""
+    return (
+        type(chunk) is TextChunk
+        and type(chunk.content) is str
+        and type(chunk.thoughts) is tuple
+        and not chunk.thoughts
+        and (chunk.serving_provider is None or type(chunk.serving_provider) is str)
+    )

@@ -62,6 +62,11 @@ class StreamResult:
     turn. (A plain concatenation, as in the reference, would glue the last line of one message
     to the first line of the next.) The stream builds both; a hand-made result keeps the
     defaults it is given.
+
+    `anomalies`: events the stream was fed that a correct shell never feeds (an answer to a
+    request that was not in flight, a chunk after the stream ended, …), each described in a
+    line; they changed nothing. Always empty unless the shell driving the core has a bug (see
+    `cordstream.domain.machine`); the shell logs them.
     """
 
     status: StreamStatus
@@ -75,3 +80,4 @@ class StreamResult:
     stop_context: object = field(default=None, hash=False)
     function_calls: tuple[FunctionCall, ...] = ()
     messages: tuple[str, ...] = ()
+    anomalies: tuple[str, ...] = ()

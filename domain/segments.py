@@ -78,7 +78,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from cordstream.domain.graphemes import cut_before, is_boundary
@@ -215,8 +215,26 @@ def context(seg: Segmenter, tail: str) -> tuple[str, str]:
 
 
 def new_segmenter(max_len: int, *, sentences: bool) -> Segmenter:
-    overflow = min(OVERFLOW, max_len)
-    return Segmenter(max_len, overflow, sentences, tail_room=-1 if sentences else overflow)
+    """A segmenter with the fast path off until the first `feed` (`try_append`)."""
+    return Segmenter(max_len, min(OVERFLOW, max_len), sentences)
+
+
+def hold(seg: Segmenter) -> Segmenter:
+    """`seg` with the fast path off until the next `feed`: for a caller that routes text
+    elsewhere for now (a `<think>` block being captured). A new segmenter starts that way."""
+    return seg if seg.tail_room < 0 else replace(seg, tail_room=-1)
+
+
+def try_append(seg: Segmenter, tail: str, text: str) -> str | None:
+    """The fast path (E10): the new tail, when `text` ends no line and the tail stays short
+    enough that nothing has to look at it yet (`tail_room`); None when `feed` must run (also
+    for a `text` that is not a `str` at all: `feed`'s caller checks and rejects it)."""
+    try:  # free unless it raises
+        if len(tail) + len(text) <= seg.tail_room and "\n" not in text:
+            return tail + text
+    except TypeError:
+        pass
+    return None
 
 
 def feed(seg: Segmenter, tail: str, text: str) -> tuple[Segmenter, str, list[Piece]]:

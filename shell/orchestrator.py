@@ -79,19 +79,26 @@ sent. If the core faults again, or cannot end the stream that way, it is fed not
 provider is no longer read (and is closed), and once the requests in flight are answered the
 result is made from the state as it stands (`cordstream.domain.machine.abandon`): `error`
 with the first fault as data, no embed, and as `messages`/`accumulated_text`/`messages_sent`
-the messages Discord accepted, from this module's own ledger of accepted sends (the core may
-have missed the `Delivered` it faulted on). The same happens when, after a fault, nothing is
-in flight any more and the core has not finished. Every wait is bounded by the requests in
-flight (discord.py's own timeouts and retries), which the call awaits before returning anyway
-(B11).
+the messages Discord accepted. What Discord accepted is defined once, by the core
+(`cordstream.domain.outbox`); this module keeps a ledger of its own (`accepted`) only for this
+last resort, because the core may have missed the `Delivered` it faulted on. The ledger is
+written where `Delivered` is made, from the content of the `SendMessage` it answers, and is
+handed to `abandon`, which builds the result exactly as a finished stream's is built; so the
+two agree by construction. The same happens when, after a fault, nothing is in flight any more
+and the core has not finished. Every wait is bounded by the requests in flight (discord.py's
+own timeouts and retries), which the call awaits before returning anyway (B11).
+
+Anomalies: events the core was fed that a correct shell never feeds are listed in
+`StreamResult.anomalies` (see `cordstream.domain.machine`); a result that has any is logged as
+a warning on the `cordstream` logger, so a bug in this module is never silent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 from collections.abc import Coroutine, Iterable
-from dataclasses import replace
 from typing import Any
 
 import discord
@@ -130,6 +137,8 @@ from cordstream.shell.config import StreamConfig
 from cordstream.shell.context import StreamContext, StreamProvider
 from cordstream.shell.secrets import stream_secrets
 from cordstream.shell.stops import DEFAULT_STOPS, StopRegistry
+
+_log = logging.getLogger("cordstream")
 
 # The provider's cleanup budget: from the moment the stream stops reading it, how long its
 # interrupted `__anext__` and `aclose()` may take together (see "Rules chosen" above).
@@ -502,20 +511,20 @@ class _Stream:
         """The result from the state as it stands: `error`, with what Discord accepted."""
         if self.result is not None:
             return
-        try:
-            result = abandon(self.state, error, self.loop.time())
-        except Exception:  # pragma: no cover - the state itself is beyond use
-            result = StreamResult(status="error", data=error)
         accepted = tuple(self.accepted)  # F2: what Discord accepted, whatever the core saw
-        result = replace(
-            result,
-            accumulated_text="\n".join(accepted),
-            messages_sent=len(accepted),
-            messages=accepted,
-        )
+        try:
+            result = abandon(self.state, error, self.loop.time(), accepted)
+        except Exception:  # pragma: no cover - the state itself is beyond use: a new one's
+            result = abandon(initial_state(self.config), error, self.loop.time(), accepted)
         self.conclude(result)
 
     def conclude(self, result: StreamResult) -> None:
+        if result.anomalies:
+            _log.warning(
+                "stream in channel %s was fed impossible events: %s",
+                self.channel_id,
+                "; ".join(result.anomalies),
+            )
         self.result = result
         self.interrupt()
         if self.timer is not None:

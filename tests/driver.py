@@ -42,7 +42,7 @@ from cordstream.domain import (
     TimerFired,
     TypingPause,
     initial_state,
-    machine,
+    outbox,
     segments,
     step,
 )
@@ -68,6 +68,7 @@ class Driver:
     closed: bool = False
     reject_next: list[DiscordFailure] = field(default_factory=list)  # refuse the next sends
     refused: int = 0  # sends refused so far
+    anomalies_fed: int = 0  # impossible events a test fed on purpose (`machine._Run.handle`)
 
     _events: deque[Event] = field(default_factory=deque, init=False, repr=False)
     _feeding: bool = field(default=False, init=False, repr=False)
@@ -210,6 +211,8 @@ class Driver:
                 assert result.messages == accepted, (result.messages, accepted)
                 assert result.messages_sent == len(accepted)
                 assert result.accumulated_text == "\n".join(accepted)
+                # A correct shell feeds no impossible event: only those a test feeds on purpose.
+                assert len(result.anomalies) == self.anomalies_fed, result.anomalies
 
 
 def run(
@@ -234,7 +237,7 @@ def pack(pieces: Iterable[segments.Piece], max_len: int, *, one_each: bool = Fal
     messages: list[str] = []
     queue = tuple(pieces)
     while queue:
-        content, taken = machine._take(queue, max_len, one_each=one_each)
+        content, taken = outbox.take(queue, max_len, one_each=one_each)
         if content:
             messages.append(content)
         queue = queue[taken:]

@@ -140,6 +140,8 @@ class StreamMachine(RuleBasedStateMachine):
         before = len(self.driver.effects)
         finished = self.driver.result is not None
         state = self.driver.state
+        if state.phase in ("ready", "ending"):
+            self.driver.anomalies_fed += 1  # a shell reads chunks only while streaming
         self.driver.chunk(chunk, headline)
         if finished:
             assert len(self.driver.effects) == before, "effects after the result"
@@ -354,6 +356,11 @@ class StreamMachine(RuleBasedStateMachine):
         no_lone_punctuation(messages, min(texts, key=len))  # E6, whatever ended the stream
 
     # -- invariants ----------------------------------------------------------------------
+
+    @invariant()
+    def impossible_events_are_recorded(self) -> None:
+        """Each impossible event fed is recorded once; nothing else is (`_Run.handle`)."""
+        assert len(self.driver.state.core.anomalies) == self.driver.anomalies_fed
 
     @invariant()
     def at_most_one_result(self) -> None:
