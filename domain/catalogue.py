@@ -32,7 +32,14 @@ MessageKey: TypeAlias = Literal[
     "title.quota_exhausted",
     "title.api_error",
     "title.unknown",
+    "headline.rate_limit",
+    "headline.provider_overloaded",
+    "headline.content_blocked",
+    "headline.timeout",
     "headline.model_error",
+    "headline.api_error",
+    "headline.unknown",
+    "headline.truncated",
     "description.stopped",
     "details.label",
     "timeout.title",
@@ -56,9 +63,20 @@ ENGLISH: Final[Mapping[MessageKey, str]] = MappingProxyType(
         "title.quota_exhausted": "Quota Exhausted",
         "title.api_error": "API Error",
         "title.unknown": "Unexpected Error",
+        "headline.rate_limit": (
+            "The model provider is rate limiting this bot. Try again in a moment."
+        ),
+        "headline.provider_overloaded": (
+            "The model provider is overloaded right now. Try again shortly."
+        ),
+        "headline.content_blocked": "The model provider blocked this response.",
+        "headline.timeout": "The model provider took too long to answer.",
         "headline.model_error": (
             "The configured model could not be used. Check the model name in the bot's settings."
         ),
+        "headline.api_error": "The model provider returned an error.",
+        "headline.unknown": "Something went wrong while talking to the model provider.",
+        "headline.truncated": "The model's answer was cut off before it finished.",
         "description.stopped": "Response stopped (reason: {reason})",
         "details.label": "**Details:**",
         "timeout.title": "Response timed out",
@@ -187,3 +205,24 @@ def _checked_text(locale: str, key: MessageKey, text: object) -> str:
 
 
 DEFAULT_CATALOGUE: Final = Catalogue()
+
+
+class CatalogueText(str):
+    """A catalogue message that remembers its key: `Catalogue.text`'s answer for `key`, as a `str`.
+
+    An adapter's `describe_error` answers with one (its `headline.*` message in the locale it
+    was asked for, from the built-in catalogue), and the embed shows `key` again from the
+    stream's own catalogue and locale (`provider_error_embed`), so a bot's catalogue
+    localizes the headline as well as the title without the adapter knowing that catalogue.
+    Anywhere else it is the plain text it holds.
+    """
+
+    key: MessageKey
+
+    def __new__(cls, text: str, key: MessageKey) -> CatalogueText:
+        made = super().__new__(cls, text)
+        made.key = key
+        return made
+
+    def __reduce__(self) -> tuple[type[CatalogueText], tuple[str, MessageKey]]:
+        return (CatalogueText, (str(self), self.key))  # copies and pickles keep the key

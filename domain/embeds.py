@@ -2,6 +2,10 @@
 
 - G1: a model error (kind `model_error`, or an API error whose text reads like one) gets the
   title "Model Configuration Error" and, without a provider headline, a localized headline.
+  `reads_as_model_error` is the one test of "reads like one": the adapters' error mapping
+  (`cordstream.shell.providers.base.error_from_status`) uses it too. A headline that is a
+  `CatalogueText` (what the adapters' `describe_error` returns, `error_headline`) is shown
+  from the stream's catalogue in the stream's locale, so it is localized like the title.
 - G2: `error_detail` digs the provider's own message out of the error and its `original`.
 - G3: description = headline + "**Details:**" block, de-duplicated and cut to fit 4096.
 - G4: everything shown is redacted (`cordstream.domain.redact`): credential shapes, private
@@ -45,9 +49,10 @@ from cordstream.domain.catalogue import (
     DEFAULT_LOCALE,
     ENGLISH,
     Catalogue,
+    CatalogueText,
     MessageKey,
 )
-from cordstream.domain.chunks import ProviderError
+from cordstream.domain.chunks import ErrorKind, ProviderError
 from cordstream.domain.graphemes import sendable
 from cordstream.domain.redact import NO_SECRETS, Secrets, redact_head
 
@@ -105,11 +110,24 @@ _ERROR: Final[frozenset[_Category]] = frozenset(
     {"content_blocked", "model_error", "context_length", "quota_exhausted"}
 )
 
+# G1's phrases, and the forms providers use: "model gpt-9 not found", "The model `x` does not
+# exist", "model_not_found", Anthropic's "not_found_error ... model".
 _MODEL_ERROR_TEXT: Final = re.compile(
-    r"\b(?:unsupported|unknown|invalid)[\s_-]+model\b"
-    r"|\bmodel[\s_-]+not[\s_-]+found\b|\bno such model\b|\bdoes not exist\b|\bdeprecated\b",
+    r"\b(?:unsupported|unknown|invalid|no[\s_-]+such)[\s_-]+model\b"
+    r"|\bmodel[\s_-]+(?:\S+\s+)?(?:not[\s_-]+found|is not supported|not available)\b"
+    r"|\bdoes not exist\b|\bdeprecated\b|not_found_error.*model",
     re.IGNORECASE,
 )
+# The catalogue's headline for each kind (G1); a truncated stream has its own.
+HEADLINE_KEYS: Final[Mapping[ErrorKind, MessageKey]] = {
+    "rate_limit": "headline.rate_limit",
+    "provider_overloaded": "headline.provider_overloaded",
+    "content_blocked": "headline.content_blocked",
+    "timeout": "headline.timeout",
+    "model_error": "headline.model_error",
+    "api_error": "headline.api_error",
+    "unknown": "headline.unknown",
+}
 _CONTEXT_LENGTH_TEXT: Final = re.compile(
     r"context[\s_-]+length|context[\s_-]+window|maximum context"
     r"|prompt is too long|input is too long|maximum number of tokens",
@@ -136,6 +154,8 @@ def provider_error_embed(
 ) -> EmbedSpec:
     """The embed for a provider error (G1–G5); `headline` is `describe_error`'s answer."""
     try:
+        if isinstance(headline, CatalogueText):  # G1: in the stream's locale and catalogue
+            headline = catalogue.text(locale, headline.key)
         detail = error_detail(error)
         category = _category(error, detail)
         if not isinstance(headline, str) or not headline.strip():
@@ -153,6 +173,23 @@ def provider_error_embed(
         )
     except Exception:  # composition must not turn an error report into a crash (B1)
         return _fallback("title.unknown", "error")
+
+
+def error_headline(
+    error: ProviderError, locale: str = DEFAULT_LOCALE, catalogue: Catalogue = DEFAULT_CATALOGUE
+) -> CatalogueText:
+    """What happened, in one line, by kind (G1): the catalogue's `headline.<kind>` message;
+    a stream cut short (`code="truncated"`) says so rather than "returned an error"."""
+    key: MessageKey = (
+        "headline.truncated" if error.code == "truncated" else HEADLINE_KEYS[error.kind]
+    )
+    return CatalogueText(catalogue.text(locale, key), key)
+
+
+def reads_as_model_error(text: str) -> bool:
+    """Whether a provider's text says the configured model cannot be used (G1): "unknown
+    model", "model not found", "does not exist", "deprecated" and their variants."""
+    return _MODEL_ERROR_TEXT.search(text[:_SCAN_LIMIT]) is not None
 
 
 def error_detail(error: ProviderError) -> str | None:
@@ -221,7 +258,7 @@ def _category(error: ProviderError, detail: str | None) -> _Category:
         return "quota_exhausted"
     if any(_CONTEXT_LENGTH_TEXT.search(text) for text in texts):
         return "context_length"
-    if kind in ("api_error", "unknown") and any(_MODEL_ERROR_TEXT.search(t) for t in texts):
+    if kind in ("api_error", "unknown") and any(reads_as_model_error(t) for t in texts):
         return "model_error"
     return kind
 

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
 import re
 from typing import get_args
 
 import pytest
 
-from cordstream.domain.catalogue import DEFAULT_CATALOGUE, ENGLISH, Catalogue, MessageKey
+from cordstream.domain.catalogue import (
+    DEFAULT_CATALOGUE,
+    ENGLISH,
+    Catalogue,
+    CatalogueText,
+    MessageKey,
+)
 
 _PT = {
     "title.model_error": "Erro de configuração do modelo",
@@ -135,3 +143,11 @@ def test_G5_escaped_braces_are_not_placeholders() -> None:
 def test_G5_text_with_a_missing_field_returns_the_template() -> None:
     text = DEFAULT_CATALOGUE.text("en", "description.stopped")
     assert text == "Response stopped (reason: {reason})"
+
+
+def test_G1_a_catalogue_text_is_its_text_and_keeps_its_key_when_copied() -> None:
+    text = CatalogueText(DEFAULT_CATALOGUE.text("en", "headline.timeout"), "headline.timeout")
+    assert text == "The model provider took too long to answer."
+    for copied in (copy.copy(text), copy.deepcopy(text), pickle.loads(pickle.dumps(text))):
+        assert isinstance(copied, CatalogueText)
+        assert (copied, copied.key) == (text, "headline.timeout")

@@ -9,16 +9,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cordstream.domain.catalogue import DEFAULT_CATALOGUE, ENGLISH
+from cordstream.domain.catalogue import DEFAULT_CATALOGUE, ENGLISH, CatalogueText
 from cordstream.domain.chunks import ErrorKind, ProviderError
 from cordstream.domain.embeds import (
     DESCRIPTION_LIMIT,
     TITLE_LIMIT,
     EmbedSpec,
     error_detail,
+    error_headline,
     exception_embed,
     flush_limit_embed,
     provider_error_embed,
+    reads_as_model_error,
     timeout_embed,
 )
 from cordstream.domain.redact import REDACTED
@@ -29,6 +31,8 @@ _PT = DEFAULT_CATALOGUE.with_locale(
     {
         "title.model_error": "Erro de configuração do modelo",
         "headline.model_error": "O modelo configurado não pôde ser usado.",
+        "headline.rate_limit": "O provedor está limitando este bot.",
+        "headline.truncated": "A resposta do modelo foi cortada.",
         "description.stopped": "Resposta interrompida (motivo: {reason})",
         "details.label": "**Detalhes:**",
         "timeout.title": "Tempo esgotado",
@@ -107,6 +111,53 @@ def test_G1_model_error_is_recognised_from_the_code() -> None:
 def test_G1_a_specific_kind_wins_over_model_error_text() -> None:
     embed = provider_error_embed(_error("rate_limit", "endpoint deprecated, slow down"), None)
     assert embed.title == "Rate Limited"
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "model gpt-9-turbo not found",
+        "The model is not supported for generateContent",
+        "Error code: model_not_found",
+        "not_found_error: model: claude-x",
+        "No such model: llama9",
+    ],
+)
+def test_G1_the_one_model_error_test_knows_what_providers_write(message: str) -> None:
+    assert reads_as_model_error(message)
+    embed = provider_error_embed(_error("api_error", message), None)
+    assert embed.title == "Model Configuration Error"
+
+
+@pytest.mark.parametrize("message", ["Internal server error", "max_tokens: Field required"])
+def test_G1_other_texts_do_not_read_as_model_errors(message: str) -> None:
+    assert not reads_as_model_error(message)
+
+
+@pytest.mark.parametrize("kind", get_args(ErrorKind))
+def test_G1_every_kind_has_a_catalogue_headline(kind: ErrorKind) -> None:
+    headline = error_headline(_error(kind, "x"))
+    assert isinstance(headline, CatalogueText)
+    assert headline == ENGLISH[headline.key]
+    assert headline.key == f"headline.{kind}"
+
+
+def test_G1_a_truncated_stream_has_its_own_headline() -> None:
+    headline = error_headline(_error("api_error", "cut", code="truncated"), "pt", _PT)
+    assert (headline.key, headline) == ("headline.truncated", "A resposta do modelo foi cortada.")
+
+
+def test_G1_a_catalogue_headline_is_shown_in_the_streams_locale_and_catalogue() -> None:
+    error = _error("rate_limit", "Slow down", retryable=True)
+    headline = error_headline(error)  # what an adapter's describe_error says, in English
+    english = provider_error_embed(error, headline)
+    assert english.description == ENGLISH["headline.rate_limit"] + "\n\n**Details:**\nSlow down"
+    localized = provider_error_embed(error, headline, locale="pt-BR", catalogue=_PT)
+    assert localized.description == (
+        "O provedor está limitando este bot.\n\n**Detalhes:**\nSlow down"
+    )
+    plain = provider_error_embed(error, str(headline), locale="pt-BR", catalogue=_PT)
+    assert plain.description.startswith(ENGLISH["headline.rate_limit"])  # a plain str as given
 
 
 # --- G2: the detail --------------------------------------------------------------------------

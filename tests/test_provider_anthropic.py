@@ -476,7 +476,7 @@ async def test_tool_input_that_is_not_a_json_object_is_a_retryable_error(
         sequence = await chunks(provider)
     error = error_of(sequence)
     assert error.kind == "api_error"
-    assert error.code == "invalid_tool_input"
+    assert error.code == "invalid_tool_arguments"
     assert error.retryable
     assert problem in error.message
     assert "get_weather" in error.message

@@ -8,8 +8,9 @@ ImportError that names the extra.
 - `AnthropicProvider`: the Messages API.
 - `GeminiProvider`: Gemini's generate-content streaming (`google-genai`).
 
-`cordstream.shell.providers.base` holds what they share: `ToolOutcome`, `ToolProvider`,
-finish-reason and error mapping, and the error headlines.
+`cordstream.shell.providers.base` holds what they share: the streaming skeleton (`Adapter`),
+`ToolOutcome`, `ToolProvider`, finish-reason and error mapping, and the error headlines (the
+locale catalogue's `headline.*` messages).
 """
 
 from __future__ import annotations

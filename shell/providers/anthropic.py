@@ -10,11 +10,11 @@ list are "not given"); anything else (`thinking`, `metadata`, `stop_sequences`,
 `extra_headers`, `extra_body` …) goes to `messages.create` unchanged. (The installed SDK's
 `create` has no `temperature`/`top_p` keywords: send them in `extra_body`.)
 
-`start_stream` keeps the per-stream state (usage, content blocks, stop reason) and yields one
-item per SDK event, already decided: a `ProcessedChunk`, or a `base.Failed` for an SDK or HTTP
-failure, which `process_chunk` turns into an `ErrorChunk`. Every event yields something (an
-empty `TextChunk` when it shows nothing), so a long tool input or thinking signature re-arms
-the inactivity deadline (B2). `ping` events cannot: the SDK drops them before the adapter
+`start_stream` (the skeleton of `cordstream.shell.providers.base.Adapter`) keeps the
+per-stream state (usage, content blocks, stop reason) and yields one chunk per SDK event up to
+`message_stop`: an empty `TextChunk` when it shows nothing, so a long tool input or thinking
+signature re-arms the inactivity deadline (B2); an SDK or HTTP failure ends the stream with an
+`ErrorChunk`. `ping` events cannot: the SDK drops them before the adapter
 sees them. Events are told apart by their wire `type`, not their class: the SDK builds an
 event, block or delta of a type it does not know as the *first* class of its union with every
 field None, so matching on classes would read a future event as a `message_start`. Unknown
@@ -39,21 +39,23 @@ Rules (where the shared contract in `cordstream.shell.providers.base` left a cho
   the start block's own `input`, normally `{}`). At `message_stop` with stop reason `tool_use`,
   every call of the answer goes out in one `FunctionCallChunk`, in order, with the merged
   usage. Input that is not a JSON object is an error, not a call with made-up arguments: the
-  stream ends with `ProviderError("api_error", code="invalid_tool_input", retryable=True)` (a
-  new request usually gets valid input). Tool blocks of an answer that stopped for another
+  stream ends with `ProviderError("api_error", code="invalid_tool_arguments", retryable=True)`
+  (a new request usually gets valid input), as from every adapter; so does a call without a
+  name (`code="invalid_tool_call"`). Tool blocks of an answer that stopped for another
   reason (`max_tokens` cut the input short) are not calls: the answer ends with a `DoneChunk`.
 - **Finish.** `message_stop` makes the terminal chunk: `DoneChunk(finish_metadata(stop_reason,
   model=message.model, response_id=message.id), usage=merged)`, plus `stop_sequence` in the
   metadata when one matched. `refusal` with no visible text and no tool call is
   `ErrorChunk(content_blocked_error("refusal"))` (its original is the API's `stop_details`);
   with text it is a `DoneChunk` with `finish_reason` `content_filter`. `pause_turn` is
-  `other`. A stream that ends without `message_stop` is `Failed(truncated_error())`.
-- **The terminal chunk waits for the end of the body.** The API closes the stream right after
-  `message_stop`; the adapter reads it out before yielding the terminal chunk, so the SDK's
-  nested event generators finish on their own instead of being left to the garbage collector,
-  which would close each in a task of its own after the stream (B11), and the connection goes
-  back to the pool. Events after `message_stop` are ignored, and so is a failure there (the
-  answer was whole).
+  `other`. A stream that ends without `message_stop` is `ErrorChunk(truncated_error())`.
+- **The terminal chunk waits for the end of the body**, as in every adapter. The API closes
+  the stream right after `message_stop`; the adapter reads it out before yielding the terminal
+  chunk, so the SDK's nested event generators finish on their own instead of being left to
+  the garbage collector, which would close each in a task of its own after the stream (B11),
+  and the connection goes back to the pool: this SDK's generators need no closing by the
+  adapter. Events after `message_stop` are ignored, and so is a failure there (the answer was
+  whole).
 - **Errors.** `APIStatusError`: type and message come from the body
   `{"type": "error", "error": {"type", "message"}}` and go to `base.error_from_status` with the
   HTTP status. A mid-stream `event: error` reaches the adapter as an `APIStatusError` whose
@@ -62,7 +64,8 @@ Rules (where the shared contract in `cordstream.shell.providers.base` left a cho
   is the error type. `APITimeoutError` and httpx2 timeouts → `timeout_error`;
   `APIConnectionError` and httpx2 transport errors → `connection_error` (the SDK does not wrap
   a connection cut mid-stream: it raises `httpx2.RemoteProtocolError`); an event whose data is
-  not JSON → `api_error`, retryable. Anything else is a bug and propagates (B13).
+  not JSON → `malformed_event_error` (`api_error`, retryable). Anything else is a bug and
+  propagates (B13).
 - **Closing.** The SDK stream's HTTP response is closed in `finally` on every exit path (B10),
   including the shell's `aclose()` between two chunks. The client is the caller's: its retries
   and timeouts are untouched and it is never closed.
@@ -74,14 +77,17 @@ name and parsed input), then a user message of `tool_result` blocks in `outcomes
 (`is_error: true` only for a failed tool). It raises `ValueError` unless the last stream ended
 in tool calls, or when the outcomes do not answer exactly that answer's calls (the API rejects
 a tool call without its result).
+
+The provider's `client`, `model`, `messages`, `max_tokens`, `system`, `tools` and `params` are
+read-only.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeAlias, cast
+from typing import Any, Final, Self, TypeAlias, cast
 
 import anthropic
 import httpx2
@@ -96,23 +102,18 @@ from anthropic.types import (
 )
 
 from cordstream.domain import (
-    DoneChunk,
     ErrorChunk,
     FunctionCall,
-    FunctionCallChunk,
     ProcessedChunk,
     ProviderError,
     TextChunk,
     Thought,
 )
-from cordstream.shell.config import StreamConfig
-from cordstream.shell.context import StreamContext
 from cordstream.shell.providers import base
-from cordstream.shell.providers.base import Failed, ToolOutcome
-from cordstream.shell.secrets import client_secrets
+from cordstream.shell.providers.base import ToolOutcome
 
-AnthropicItem: TypeAlias = ProcessedChunk | Failed
-"""What `start_stream` yields: a decided chunk, or a failure to report as an `ErrorChunk`."""
+AnthropicItem: TypeAlias = ProcessedChunk
+"""What `start_stream` yields: finished chunks (`base` says why `process_chunk` passes them on)."""
 
 _KEEP_ALIVE: Final = TextChunk("")
 
@@ -146,14 +147,9 @@ class _Block:
             )
             return
         try:
-            parsed: object = json.loads(raw)
-        except ValueError as error:
-            self.input_error = f"not JSON ({error})"
-            return
-        if not isinstance(parsed, dict):
-            self.input_error = f"a JSON {type(parsed).__name__}, not an object"
-            return
-        self.input = cast("dict[str, object]", parsed)
+            self.input = base.tool_arguments(raw)
+        except ValueError as problem:
+            self.input_error = str(problem)
 
     def param(self) -> ContentBlockParam:
         """The block as the next request's assistant content: as received, in full."""
@@ -191,6 +187,14 @@ class _Block:
         return value if isinstance(value, str) else ""
 
 
+@dataclass(frozen=True)
+class _ToolTurn:
+    """The last answer, when it ended in tool calls: what `after_tools` appends."""
+
+    content: tuple[ContentBlockParam, ...]
+    calls: tuple[FunctionCall, ...]
+
+
 @dataclass
 class _Answer:
     """What one stream has said so far."""
@@ -202,7 +206,7 @@ class _Answer:
     stop_reason: str | None = None
     stop_sequence: str | None = None
     stop_details: object = None
-    finished: bool = False
+    finished: bool = False  # message_stop came: nothing after it counts
 
     def block(self, index: int, kind: str = "text") -> _Block:
         """The block at `index`; a delta without its start opens a block of the delta's kind."""
@@ -223,19 +227,81 @@ class _Answer:
             if block.type == "text"
         )
 
+    def take(self, event: RawMessageStreamEvent) -> ProcessedChunk | None:
+        """Record one SDK event; what it shows now (None from `message_stop` on: the terminal
+        chunk waits for the end of the body)."""
+        if self.finished:
+            return None
+        # Dispatch on the wire `type`, not the class: the SDK builds an event, block or delta of
+        # an unknown type as the first class of its union with the fields left None.
+        kind = getattr(event, "type", None)
+        if kind == "content_block_delta":  # the most frequent first
+            return _on_delta(self, _index(event), getattr(event, "delta", None))
+        if kind == "message_start":
+            message = getattr(event, "message", None)
+            self.message_id = _text(message, "id") or None
+            self.model = _text(message, "model") or None
+            self.usage = _dump(getattr(message, "usage", None))
+            return TextChunk("", usage=dict(self.usage) or None)
+        if kind == "content_block_start":
+            block = _Block(_dump(getattr(event, "content_block", None)))
+            self.blocks[_index(event)] = block
+            return _shown(block.type, block.initial("text"), block.initial("thinking"))
+        if kind == "content_block_stop":
+            self.block(_index(event)).finish()
+            return _KEEP_ALIVE
+        if kind == "message_delta":
+            delta = getattr(event, "delta", None)
+            self.stop_reason = _text(delta, "stop_reason") or self.stop_reason
+            self.stop_sequence = _text(delta, "stop_sequence") or self.stop_sequence
+            self.stop_details = getattr(delta, "stop_details", None) or self.stop_details
+            self.usage = {**self.usage, **_dump(getattr(event, "usage", None))}
+            return TextChunk("", usage=dict(self.usage) or None)
+        if kind == "message_stop":
+            self.finished = True
+            return None
+        return _KEEP_ALIVE  # an event this adapter does not know: a keep-alive
 
-@dataclass(frozen=True)
-class _ToolTurn:
-    """The last answer, when it ended in tool calls: what `after_tools` appends."""
+    def terminal(self) -> tuple[ProcessedChunk, _ToolTurn | None]:
+        """The last chunk of the stream, and the answer to remember for `after_tools`."""
+        if not self.finished:
+            return ErrorChunk(base.truncated_error()), None
+        usage = dict(self.usage)
+        tools = self.tool_blocks()
+        for block in tools:
+            if block.input is None and block.input_error is None:
+                block.finish()  # its content_block_stop never came
+        if self.stop_reason == "tool_use" and tools:
+            broken = next((block for block in tools if block.input_error is not None), None)
+            if broken is not None:
+                name, problem = broken.initial("name"), str(broken.input_error)
+                return ErrorChunk(
+                    base.invalid_tool_arguments_error(name, problem), usage=usage
+                ), None
+            calls = tuple(block.call() for block in tools)
+            end = base.calls_end(calls, usage=usage)
+            if isinstance(end, ErrorChunk):
+                return end, None
+            return end, _ToolTurn(tuple(block.param() for block in self.ordered()), calls)
+        extra = {"stop_sequence": self.stop_sequence} if self.stop_sequence else {}
+        return base.text_end(
+            self.stop_reason,
+            shown=self.has_text(),
+            usage=usage,
+            model=self.model,
+            response_id=self.message_id,
+            original=self.stop_details,
+            **extra,
+        ), None
 
-    content: tuple[ContentBlockParam, ...]
-    calls: tuple[FunctionCall, ...]
 
-
-class AnthropicProvider:
+class AnthropicProvider(
+    base.Adapter[anthropic.AsyncAnthropic, anthropic.AsyncStream[RawMessageStreamEvent], _ToolTurn]
+):
     """A stream of Claude's Messages API; see the module docstring for the rules."""
 
     name = "anthropic"
+    _label = "Anthropic"
 
     def __init__(
         self,
@@ -250,41 +316,34 @@ class AnthropicProvider:
     ) -> None:
         if "stream" in params:
             raise TypeError("AnthropicProvider always streams; do not pass `stream`")
-        self.client = client
-        self.model = model
-        self.messages: tuple[MessageParam, ...] = tuple(messages)
-        self.max_tokens = max_tokens
-        self.system = system
-        self.tools: tuple[ToolParam, ...] | None = tuple(tools) if tools else None
-        self.params: dict[str, object] = dict(params)
-        self._last_tool_turn: _ToolTurn | None = None
+        super().__init__(client, model)
+        self._messages: tuple[MessageParam, ...] = tuple(messages)
+        self._max_tokens = max_tokens
+        self._system = system
+        self._tools: tuple[ToolParam, ...] | None = tuple(tools) if tools else None
+        self._params: dict[str, object] = dict(params)
 
-    def secrets(self) -> tuple[str, ...]:
-        """The client's API key, auth token and credential headers, removed from every embed
-        (G4)."""
-        return client_secrets(self.client)
+    @property
+    def messages(self) -> tuple[MessageParam, ...]:
+        return self._messages
 
-    # --- StreamProvider ---------------------------------------------------------------------
+    @property
+    def max_tokens(self) -> int:
+        return self._max_tokens
 
-    def start_stream(
-        self, config: StreamConfig, context: StreamContext
-    ) -> AsyncIterator[AnthropicItem]:
-        """A fresh request per call (a retry calls it again)."""
-        return self._stream()
+    @property
+    def system(self) -> str | Sequence[TextBlockParam] | None:
+        return self._system
 
-    def process_chunk(self, raw: AnthropicItem) -> ProcessedChunk:
-        return base.chunk_of(raw)
+    @property
+    def tools(self) -> tuple[ToolParam, ...] | None:
+        return self._tools
 
-    def describe_error(self, error: ProviderError, locale: str) -> str | None:
-        return base.describe_error(error, locale)
+    @property
+    def params(self) -> Mapping[str, object]:
+        return dict(self._params)
 
-    # --- ToolProvider -----------------------------------------------------------------------
-
-    def after_tools(self, outcomes: Sequence[ToolOutcome]) -> AnthropicProvider:
-        turn = self._last_tool_turn
-        if turn is None:
-            raise ValueError("the last Anthropic stream did not end in tool calls")
-        base.check_outcomes(turn.calls, outcomes, "Anthropic")
+    def _continued(self, turn: _ToolTurn, outcomes: Sequence[ToolOutcome]) -> Self:
         results: list[ContentBlockParam] = []
         for outcome in outcomes:
             result: ToolResultBlockParam = {
@@ -296,142 +355,52 @@ class AnthropicProvider:
                 result["is_error"] = True
             results.append(result)
         messages: list[MessageParam] = [
-            *self.messages,
+            *self._messages,
             {"role": "assistant", "content": list(turn.content)},
             {"role": "user", "content": results},
         ]
-        return AnthropicProvider(
-            self.client,
-            model=self.model,
+        return type(self)(
+            self._client,
+            model=self._model,
             messages=messages,
-            max_tokens=self.max_tokens,
-            system=self.system,
-            tools=self.tools,
-            **self.params,
+            max_tokens=self._max_tokens,
+            system=self._system,
+            tools=self._tools,
+            **self._params,
         )
 
     # --- the stream -------------------------------------------------------------------------
 
     def _request(self) -> dict[str, Any]:
         request: dict[str, Any] = {
-            **self.params,
-            "model": self.model,
-            "messages": list(self.messages),
-            "max_tokens": self.max_tokens,
+            **self._params,
+            "model": self._model,
+            "messages": list(self._messages),
+            "max_tokens": self._max_tokens,
             "stream": True,
         }
-        if self.system:
-            request["system"] = self.system if isinstance(self.system, str) else list(self.system)
-        if self.tools:
-            request["tools"] = list(self.tools)
+        if self._system:
+            request["system"] = (
+                self._system if isinstance(self._system, str) else list(self._system)
+            )
+        if self._tools:
+            request["tools"] = list(self._tools)
         return request
 
-    async def _stream(self) -> AsyncIterator[AnthropicItem]:
-        self._last_tool_turn = None
-        try:
-            stream = cast(
-                "anthropic.AsyncStream[RawMessageStreamEvent]",
-                await self.client.messages.create(**self._request()),
-            )
-        except Exception as error:
-            failure = _failure(error)
-            if failure is None:
-                raise
-            yield Failed(failure)
-            return
-        answer = _Answer()
-        final: ProcessedChunk | None = None  # the terminal chunk, made at message_stop
-        try:
-            while True:
-                try:
-                    event = await anext(stream)
-                except StopAsyncIteration:
-                    break
-                except Exception as error:
-                    failure = _failure(error)
-                    if failure is None:
-                        raise
-                    if final is not None:
-                        break  # the answer was whole: a cut after message_stop changes nothing
-                    yield Failed(failure)
-                    return
-                if final is not None:
-                    continue  # nothing counts after message_stop
-                chunk = self._on_event(answer, event)
-                if answer.finished:
-                    final = chunk  # yielded when the body ends, so the SDK's stream is read out
-                else:
-                    yield chunk
-            yield final if final is not None else Failed(base.truncated_error())
-        finally:
-            await stream.close()
-
-    def _on_event(self, answer: _Answer, event: object) -> ProcessedChunk:
-        # Dispatch on the wire `type`, not the class: the SDK builds an event, block or delta of
-        # an unknown type as the first class of its union with the fields left None.
-        kind = getattr(event, "type", None)
-        if kind == "content_block_delta":  # the most frequent first
-            return _on_delta(answer, _index(event), getattr(event, "delta", None))
-        if kind == "message_start":
-            message = getattr(event, "message", None)
-            answer.message_id = _text(message, "id") or None
-            answer.model = _text(message, "model") or None
-            answer.usage = _dump(getattr(message, "usage", None))
-            return TextChunk("", usage=dict(answer.usage) or None)
-        if kind == "content_block_start":
-            block = _Block(_dump(getattr(event, "content_block", None)))
-            answer.blocks[_index(event)] = block
-            return _shown(block.type, block.initial("text"), block.initial("thinking"))
-        if kind == "content_block_stop":
-            answer.block(_index(event)).finish()
-            return _KEEP_ALIVE
-        if kind == "message_delta":
-            delta = getattr(event, "delta", None)
-            answer.stop_reason = _text(delta, "stop_reason") or answer.stop_reason
-            answer.stop_sequence = _text(delta, "stop_sequence") or answer.stop_sequence
-            answer.stop_details = getattr(delta, "stop_details", None) or answer.stop_details
-            answer.usage = {**answer.usage, **_dump(getattr(event, "usage", None))}
-            return TextChunk("", usage=dict(answer.usage) or None)
-        if kind == "message_stop":
-            answer.finished = True
-            return self._finish(answer)
-        return _KEEP_ALIVE  # an event this adapter does not know: a keep-alive
-
-    def _finish(self, answer: _Answer) -> ProcessedChunk:
-        usage = dict(answer.usage)
-        tools = answer.tool_blocks()
-        for block in tools:
-            if block.input is None and block.input_error is None:
-                block.finish()  # its content_block_stop never came
-        if answer.stop_reason == "tool_use" and tools:
-            broken = [block for block in tools if block.input_error is not None]
-            if broken:
-                block = broken[0]
-                return ErrorChunk(
-                    ProviderError(
-                        "api_error",
-                        f"the model's input for tool {block.start.get('name')!r} is "
-                        f"{block.input_error}",
-                        code="invalid_tool_input",
-                        retryable=True,
-                    ),
-                    usage=usage,
-                )
-            calls = tuple(block.call() for block in tools)
-            self._last_tool_turn = _ToolTurn(
-                tuple(block.param() for block in answer.ordered()), calls
-            )
-            return FunctionCallChunk(calls, usage=usage)
-        if answer.stop_reason == "refusal" and not answer.has_text():
-            return ErrorChunk(
-                base.content_blocked_error("refusal", original=answer.stop_details), usage=usage
-            )
-        metadata = base.finish_metadata(
-            answer.stop_reason, model=answer.model, response_id=answer.message_id
+    async def _open(self) -> anthropic.AsyncStream[RawMessageStreamEvent]:
+        return cast(
+            "anthropic.AsyncStream[RawMessageStreamEvent]",
+            await self._client.messages.create(**self._request()),
         )
-        if answer.stop_sequence:
-            metadata["stop_sequence"] = answer.stop_sequence
-        return DoneChunk(metadata, usage=usage)
+
+    def _answer(self) -> _Answer:
+        return _Answer()
+
+    def _failure(self, error: Exception) -> ProviderError | None:
+        return _failure(error)
+
+    async def _close_stream(self, stream: anthropic.AsyncStream[RawMessageStreamEvent]) -> None:
+        await stream.close()
 
 
 def _on_delta(answer: _Answer, index: int, delta: object) -> ProcessedChunk:
@@ -494,9 +463,7 @@ def _failure(error: Exception) -> ProviderError | None:
     if isinstance(error, anthropic.APIConnectionError | httpx2.TransportError):
         return base.connection_error(error)
     if isinstance(error, json.JSONDecodeError):
-        return base.error_from_status(
-            None, f"the provider sent an event that is not JSON ({error})", original=error
-        )
+        return base.malformed_event_error(error)
     if isinstance(error, anthropic.APIError):
         return base.error_from_status(None, error.message, original=error)
     return None

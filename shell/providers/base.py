@@ -1,24 +1,44 @@
-"""What every provider adapter shares: finish reasons, error mapping, headlines, tool results.
+"""What every provider adapter shares: the streaming skeleton, finish reasons, error mapping,
+headlines, tool results.
 
-An adapter is a `StreamProvider` (SPEC §A) over one official SDK. Its `start_stream` is an
-async generator that reads the SDK's stream and yields the adapter's raw items; its
-`process_chunk` turns each into exactly one chunk. The rules every adapter follows:
+An adapter is a `StreamProvider` (SPEC §A) over one official SDK, built on `Adapter`, which
+runs the one skeleton all of them follow; a subclass supplies only what its wire format
+decides: how to open the SDK's stream (`_open`), the per-stream state that reads its events
+(`_answer`, a `StreamAnswer`), which SDK exceptions are provider failures (`_failure`), how
+the conversation continues after a tool round (`_continued`), and how its stream is closed.
+The rules every adapter follows:
 
 - **Nothing raises out of `start_stream` for an SDK or HTTP failure.** The generator catches
-  the SDK's exceptions (HTTP status, connection, timeout, a mid-stream error event) and yields
-  an `Failed` item, which `process_chunk` turns into `ErrorChunk(ProviderError)` with the
-  kind from `error_from_status`/`connection_error`/`timeout_error`. So the embed says "Rate
-  Limited", not "Something went wrong", and the tool loop can read `retryable`.
+  the SDK's exceptions (HTTP status, connection, timeout, a mid-stream error event, an event
+  that is not JSON) and yields an `ErrorChunk(ProviderError)` with the kind from
+  `error_from_status`/`connection_error`/`timeout_error`/`malformed_event_error`, the same
+  code for the same failure whatever the SDK. So the embed says "Rate Limited", not
+  "Something went wrong", and the tool loop can read `retryable`. Any other exception is a
+  bug and propagates (B13).
 - **A stream that ends without a finish signal is an error**, `truncated_error()`, never a
   `completed` answer: the HTTP stream was cut (or a proxy dropped it) and the answer is partial.
-- **The terminal chunk comes last, after the usage.** A text answer ends with
-  `DoneChunk(metadata, usage=...)`; a tool-call answer ends with one `FunctionCallChunk` holding
-  every call of the response (parallel calls too) and the usage, so a function-call segment
-  carries its bill.
+  A failure that comes after the finish signal is ignored: the answer is whole.
+- **The terminal chunk comes last, after the usage**, once the SDK's stream is over and
+  closed. A text answer ends with `DoneChunk(metadata, usage=...)` (`text_end`); a tool-call
+  answer ends with one `FunctionCallChunk` holding every call of the response (parallel calls
+  too) and the usage, so a function-call segment carries its bill (`calls_end`). A call
+  without a name, or whose arguments are not a JSON object, ends the answer with a retryable
+  `invalid_tool_call`/`invalid_tool_arguments` error instead: a new request usually gets it
+  right.
 - **`metadata`** of the terminal chunk: `finish_reason` (one of `FinishReason`), `raw_finish_reason`
   (the provider's own value), and, when the provider said, `model` and `id`.
 - **The SDK client belongs to the caller.** The adapter never sets retries or timeouts on it
-  and never closes it; it closes each HTTP stream it opened (B10).
+  and never closes it; it closes each HTTP stream it opened, on every exit path (B10), and
+  the SDK's own generators under it, so none is left to the garbage collector (B11).
+
+**Why `process_chunk` is the identity.** Turning the SDK's events into chunks needs the
+whole stream: tool-call fragments are assembled across events, usage reports are merged, the
+terminal chunk is decided only once the SDK's stream has ended, and failures are caught around
+the SDK's own iterator, whose HTTP response is closed before the error is reported. Only the
+generator that owns the stream sees all of that, in order, and has the `finally` that closes
+it; `process_chunk` is called per item by the orchestrator and sees neither the end of the
+stream nor the SDK. So `start_stream` yields finished chunks, and `process_chunk` hands them
+on: it is there for the Protocol, and for a host's subclass that rewrites chunks.
 
 An adapter also implements `ToolProvider.after_tools`: the same request with the model's
 answer (as received: text, tool calls, thinking blocks and their signatures) and the tool
@@ -30,14 +50,29 @@ from __future__ import annotations
 import contextlib
 import gc
 import inspect
+import json
 import re
+from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, Protocol, Self, TypeAlias, TypeVar
+from types import MappingProxyType
+from typing import Any, ClassVar, Final, Generic, Literal, Protocol, Self, TypeAlias, TypeVar
 
-from cordstream.domain import ErrorChunk, ErrorKind, FunctionCall, ProcessedChunk, ProviderError
-from cordstream.shell.context import StreamProvider
+from cordstream.domain import (
+    DoneChunk,
+    ErrorChunk,
+    ErrorKind,
+    FunctionCall,
+    FunctionCallChunk,
+    ProcessedChunk,
+    ProviderError,
+)
+from cordstream.domain.catalogue import DEFAULT_CATALOGUE, ENGLISH, Catalogue
+from cordstream.domain.embeds import HEADLINE_KEYS, error_headline, reads_as_model_error
+from cordstream.shell.config import StreamConfig
+from cordstream.shell.context import StreamContext, StreamProvider
+from cordstream.shell.secrets import client_secrets
 
 FinishReason: TypeAlias = Literal["stop", "length", "tool_calls", "content_filter", "other"]
 
@@ -68,18 +103,6 @@ class ToolProvider(StreamProvider[Raw], Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class Failed:
-    """A raw item an adapter yields in place of raising: the stream failed with `error`."""
-
-    error: ProviderError
-
-
-def chunk_of(raw: ProcessedChunk | Failed) -> ProcessedChunk:
-    """`process_chunk` of an adapter whose `start_stream` yields decided chunks or `Failed`."""
-    return ErrorChunk(raw.error) if isinstance(raw, Failed) else raw
-
-
 def check_outcomes(
     calls: Sequence[FunctionCall], outcomes: Sequence[ToolOutcome], provider: str
 ) -> None:
@@ -93,6 +116,168 @@ def check_outcomes(
         raise ValueError(
             f"tool results {given!r} do not answer the {provider} model's tool calls {wanted!r}"
         )
+
+
+# --- the skeleton ---------------------------------------------------------------------------
+
+
+class ToolTurn(Protocol):
+    """The last answer, when it ended in tool calls: what `after_tools` appends."""
+
+    @property
+    def calls(self) -> tuple[FunctionCall, ...]: ...
+
+
+TurnT = TypeVar("TurnT", bound=ToolTurn)
+TurnT_co = TypeVar("TurnT_co", bound=ToolTurn, covariant=True)
+ClientT = TypeVar("ClientT")
+StreamT = TypeVar("StreamT", bound=AsyncIterator[Any])
+
+
+class StreamAnswer(Protocol[TurnT_co]):
+    """What one stream has said so far: an adapter's per-stream state."""
+
+    @property
+    def finished(self) -> bool:
+        """The provider's finish signal came: a failure after it changes nothing."""
+        ...
+
+    def take(self, event: Any, /) -> ProcessedChunk | None:
+        """Record one SDK event; the chunk it shows now (an empty `TextChunk` when it shows
+        nothing, which still re-arms the inactivity deadline, B2), or None to yield nothing."""
+        ...
+
+    def terminal(self) -> tuple[ProcessedChunk, TurnT_co | None]:
+        """The stream is over: its last chunk, and the answer `after_tools` continues from
+        when it ended in tool calls."""
+        ...
+
+
+class Adapter(ABC, Generic[ClientT, StreamT, TurnT]):
+    """The skeleton of every adapter (see the module docstring); read-only attributes.
+
+    A provider object runs one stream at a time: the last answer is remembered per object,
+    and a new `start_stream` forgets it.
+    """
+
+    name: str
+    _label: ClassVar[str]  # the provider, in error messages: "OpenAI"
+    _calls: ClassVar[str] = "tool calls"  # what the provider calls them, in error messages
+    # The modules whose suspended generators the adapter closes itself (`_close`); none when
+    # the SDK needs no help.
+    _sdk_packages: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, client: ClientT, model: str) -> None:
+        self._client = client
+        self._model = model
+        self._last_turn: TurnT | None = None
+
+    @property
+    def client(self) -> ClientT:
+        return self._client
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    def secrets(self) -> tuple[str, ...]:
+        """The client's API key and credential headers, removed from every embed (G4)."""
+        return client_secrets(self._client)
+
+    # --- StreamProvider ---------------------------------------------------------------------
+
+    def start_stream(
+        self, config: StreamConfig, context: StreamContext
+    ) -> AsyncIterator[ProcessedChunk]:
+        """A fresh request per call (a retry calls it again); forgets the last answer."""
+        self._last_turn = None
+        return self._read()
+
+    def process_chunk(self, raw: ProcessedChunk) -> ProcessedChunk:
+        """The identity: `start_stream` yields finished chunks (see the module docstring)."""
+        return raw
+
+    def describe_error(self, error: ProviderError, locale: str) -> str | None:
+        return describe_error(error, locale)
+
+    # --- ToolProvider -----------------------------------------------------------------------
+
+    def after_tools(self, outcomes: Sequence[ToolOutcome]) -> Self:
+        turn = self._last_turn
+        if turn is None:
+            raise ValueError(f"the last {self._label} stream did not end in {self._calls}")
+        check_outcomes(turn.calls, outcomes, self._label)
+        return self._continued(turn, outcomes)
+
+    # --- what a subclass supplies -----------------------------------------------------------
+
+    @abstractmethod
+    async def _open(self) -> StreamT:
+        """Send the request; the SDK's stream of events."""
+
+    @abstractmethod
+    def _answer(self) -> StreamAnswer[TurnT]:
+        """Fresh per-stream state."""
+
+    @abstractmethod
+    def _failure(self, error: Exception) -> ProviderError | None:
+        """The `ProviderError` for an SDK or HTTP failure; None for anything else (a bug)."""
+
+    @abstractmethod
+    def _continued(self, turn: TurnT, outcomes: Sequence[ToolOutcome]) -> Self:
+        """A new provider: this request, then `turn` and the `outcomes`, in the wire format."""
+
+    def _sdk_root(self, stream: StreamT) -> object:
+        """Where the SDK's generators under `stream` start."""
+        return stream
+
+    async def _close_stream(self, stream: StreamT) -> None:
+        """Close the stream's HTTP response, once the SDK's generators are closed."""
+
+    # --- the stream -------------------------------------------------------------------------
+
+    async def _read(self) -> AsyncIterator[ProcessedChunk]:
+        answer = self._answer()
+        stream: StreamT | None = None
+        failure: ProviderError | None = None
+        # The SDK's generators under its stream, noted at the first event, while suspended.
+        noted: list[AsyncGenerator[Any, Any]] = []
+        try:
+            stream = await self._open()
+            while True:
+                try:
+                    event = await anext(stream)  # not `async for`: no generator of our own
+                except StopAsyncIteration:
+                    break
+                if not noted and self._sdk_packages:
+                    noted = sdk_generators(self._sdk_root(stream), self._sdk_packages)
+                chunk = answer.take(event)
+                if chunk is not None:
+                    yield chunk
+        except Exception as error:
+            failure = self._failure(error)
+            if failure is None:
+                raise
+        finally:
+            if stream is not None:
+                await self._close(stream, noted)
+        if failure is not None and not answer.finished:
+            yield ErrorChunk(failure)
+            return
+        chunk, self._last_turn = answer.terminal()
+        yield chunk
+
+    async def _close(self, stream: StreamT, noted: Sequence[AsyncGenerator[Any, Any]]) -> None:
+        """Close the SDK's generators now, outer first (those noted at the first event, then any
+        found now), then the HTTP response (B10, B11). An SDK that stops iterating one of its
+        generators without closing it (openai's at `[DONE]`, google-genai's response chain)
+        would leave it to the garbage collector, which closes it in a task of its own, after
+        the call is over. Nothing raised here turns a result into an exception."""
+        packages = self._sdk_packages
+        found = sdk_generators(self._sdk_root(stream), packages) if packages else []
+        await close_generators(dict.fromkeys([*noted, *found]))
+        with contextlib.suppress(Exception):
+            await self._close_stream(stream)
 
 
 # --- finish reasons -------------------------------------------------------------------------
@@ -137,6 +322,12 @@ def unify_finish_reason(raw: object) -> FinishReason:
     return _FINISH.get(value.strip().lower(), "other")
 
 
+def wire_value(reason: object) -> str:
+    """A finish or block reason as the provider sent it (`FinishReason.SAFETY` → "SAFETY")."""
+    value = getattr(reason, "value", reason)
+    return value if isinstance(value, str) else str(value)
+
+
 def finish_metadata(
     raw_reason: object, *, model: object = None, response_id: object = None
 ) -> dict[str, object]:
@@ -153,18 +344,63 @@ def finish_metadata(
     return metadata
 
 
+def text_end(
+    reason: object,
+    *,
+    shown: bool,
+    usage: object = None,
+    model: object = None,
+    response_id: object = None,
+    original: object = None,
+    serving_provider: str | None = None,
+    **metadata: object,
+) -> ProcessedChunk:
+    """The terminal chunk of an answer that ended without tool calls: a content filter with
+    nothing `shown` is `content_blocked` (the user would see no answer), anything else a
+    `DoneChunk` of `finish_metadata` plus `metadata` (with text, a filtered answer is done)."""
+    if unify_finish_reason(reason) == "content_filter" and not shown:
+        blocked = content_blocked_error(wire_value(reason), original)
+        return ErrorChunk(blocked, usage=usage, serving_provider=serving_provider)
+    finish = finish_metadata(reason, model=model, response_id=response_id)
+    return DoneChunk({**finish, **metadata}, usage=usage, serving_provider=serving_provider)
+
+
+def calls_end(
+    calls: Sequence[FunctionCall], *, usage: object = None, serving_provider: str | None = None
+) -> ProcessedChunk:
+    """The terminal chunk of an answer that ended in tool calls: all of them in one
+    `FunctionCallChunk`, or the error for the first call without a name."""
+    nameless = next((call for call in calls if not call.name), None)
+    if nameless is not None:
+        error = invalid_tool_call_error(nameless.id)
+        return ErrorChunk(error, usage=usage, serving_provider=serving_provider)
+    return FunctionCallChunk(tuple(calls), usage=usage, serving_provider=serving_provider)
+
+
+def tool_arguments(text: str) -> dict[str, object]:
+    """A tool call's arguments, sent as JSON text: the object (`{}` for blank text).
+
+    Raises `ValueError` saying what the text is instead ("not JSON (...)", "a JSON list, not
+    an object"), for `invalid_tool_arguments_error`.
+    """
+    if not text.strip():
+        return {}
+    try:
+        value: object = json.loads(text)
+    except ValueError as error:
+        raise ValueError(f"not JSON ({error})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"a JSON {type(value).__name__}, not an object")
+    return value
+
+
 # --- errors ---------------------------------------------------------------------------------
 
-_MODEL_MESSAGE = re.compile(
-    r"(unknown|unsupported|invalid|no such)\s+model|model\s+(\S+\s+)?(not found|does not exist|"
-    r"is not supported|not available|deprecated)|model_not_found|not_found_error.*model",
-    re.IGNORECASE,
-)
-_BLOCKED_MESSAGE = re.compile(
+_BLOCKED_MESSAGE: Final = re.compile(
     r"content[\s_-]*(policy|filter|management)|safety|blocked|flagged|moderation",
     re.IGNORECASE,
 )
-_OVERLOADED_MESSAGE = re.compile(r"overload|capacity|unavailable", re.IGNORECASE)
+_OVERLOADED_MESSAGE: Final = re.compile(r"overload|capacity|unavailable", re.IGNORECASE)
 
 # HTTP statuses a retry can fix.
 _RETRYABLE_STATUS: Final = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529})
@@ -182,7 +418,9 @@ def error_from_status(
 
     `error_type` is the provider's own error class when it sends one (Anthropic's
     `overloaded_error`, OpenAI's `insufficient_quota`, Gemini's `RESOURCE_EXHAUSTED`); it wins
-    over the status, because mid-stream errors arrive with a 200 status.
+    over the status, because mid-stream errors arrive with a 200 status. A message that reads
+    as a model error (`cordstream.domain.embeds.reads_as_model_error`, the embed's own test)
+    is a `model_error`.
     """
     if status is None and isinstance(code, int) and 400 <= code <= 599:
         status = code  # a mid-stream error with an HTTP-like code (OpenRouter: 429, 502, 503)
@@ -194,7 +432,7 @@ def error_from_status(
         kind = "rate_limit"
     elif "timeout" in kind_hint or status in {408, 504}:
         kind = "timeout"
-    elif _MODEL_MESSAGE.search(message) or (status == 404 and "model" in message.lower()):
+    elif reads_as_model_error(message) or (status == 404 and "model" in message.lower()):
         kind = "model_error"
     elif status in {400, 403, None} and _BLOCKED_MESSAGE.search(f"{kind_hint} {message}"):
         kind = "content_blocked"
@@ -241,6 +479,16 @@ def connection_error(original: object = None) -> ProviderError:
     )
 
 
+def malformed_event_error(original: object = None) -> ProviderError:
+    """The provider sent a stream event whose data is not JSON (a proxy's HTML, a cut line)."""
+    return error_from_status(
+        None,
+        f"the provider sent a stream event that is not JSON ({original})",
+        code="malformed_event",
+        original=original,
+    )
+
+
 def truncated_error() -> ProviderError:
     """The stream ended without the provider's finish signal: the answer may be cut short."""
     return ProviderError(
@@ -262,40 +510,77 @@ def content_blocked_error(reason: str, original: object = None) -> ProviderError
     )
 
 
+def invalid_tool_call_error(call_id: str | None) -> ProviderError:
+    """The model made a tool call without a name: nothing to run."""
+    return ProviderError(
+        "api_error",
+        f"the model made a tool call ({call_id}) without a name",
+        code="invalid_tool_call",
+        retryable=True,
+    )
+
+
+def invalid_tool_arguments_error(name: str, problem: str) -> ProviderError:
+    """The model called `name` with arguments that are not a JSON object (`problem` says what
+    they are): cut short by a token limit, or malformed."""
+    return ProviderError(
+        "api_error",
+        f"the model called {name!r} with arguments that are not a JSON object: {problem}",
+        code="invalid_tool_arguments",
+        retryable=True,
+    )
+
+
 # --- headlines ------------------------------------------------------------------------------
 
-HEADLINES: Final[Mapping[ErrorKind, str]] = {
-    "rate_limit": "The model provider is rate limiting this bot. Try again in a moment.",
-    "provider_overloaded": "The model provider is overloaded right now. Try again shortly.",
-    "content_blocked": "The model provider blocked this response.",
-    "timeout": "The model provider took too long to answer.",
-    "model_error": (
-        "The configured model could not be used. Check the model name in the bot's settings."
-    ),
-    "api_error": "The model provider returned an error.",
-    "unknown": "Something went wrong while talking to the model provider.",
-}
+HEADLINES: Final[Mapping[ErrorKind, str]] = MappingProxyType(
+    {kind: ENGLISH[key] for kind, key in HEADLINE_KEYS.items()}
+)
+"""The English headline per kind: the built-in catalogue's `headline.<kind>` messages (kept for
+callers of the table; `describe_error` reads the catalogue)."""
 
 
 def describe_error(
     error: ProviderError,
     locale: str,
     headlines: Mapping[str, Mapping[ErrorKind, str]] | None = None,
+    *,
+    catalogue: Catalogue = DEFAULT_CATALOGUE,
 ) -> str | None:
     """A short headline for the error embed (G1), by kind, in `locale` when known.
 
-    `headlines` maps a locale to per-kind headlines; a locale or kind it lacks falls back to
-    the English `HEADLINES`. A truncated stream says so rather than "returned an error".
+    The headline is the catalogue's `headline.<kind>` message (`headline.truncated` for a
+    truncated stream), as a `CatalogueText`: the embed shows that message from the stream's
+    own catalogue, in its locale, so a bot's `StreamOrchestrator(catalogue=...)` localizes it.
+    `headlines`, when given, maps a locale to per-kind headlines that win over the catalogue
+    (shown as given); a truncated stream always says so.
     """
-    if error.code == "truncated":
-        return "The model's answer was cut off before it finished."
     localized = (headlines or {}).get(locale.strip().replace("_", "-").lower(), {})
-    return localized.get(error.kind) or HEADLINES.get(error.kind)
+    given = localized.get(error.kind) if error.code != "truncated" else None
+    return given or error_headline(error, locale, catalogue)
 
 
 # --- closing the SDK's generators (B10, B11) ----------------------------------------------
 
 MAX_SDK_GENERATORS: Final = 64
+
+# The private SDK attributes an adapter reads, each in one helper here: the generator under
+# openai's `AsyncStream` (`stream_iterator`), and google-genai's API client (`genai_api_client`,
+# for the key, G4). tests/test_provider_sdk.py pins them, and what `sdk_generators` follows,
+# against the installed SDKs, so an SDK release that changes them fails there, by name.
+STREAM_ITERATOR: Final = "_iterator"
+GENAI_API_CLIENT: Final = "_api_client"
+
+
+def stream_iterator(stream: object) -> object:
+    """The async generator under a Stainless SDK's `AsyncStream` (openai's): its private
+    `_iterator`, read from the instance so that a lazy one is not made by reading it."""
+    return getattr(stream, "__dict__", {}).get(STREAM_ITERATOR)
+
+
+def genai_api_client(client: object) -> object:
+    """google-genai's `Client`'s private `_api_client`, which holds the API key."""
+    return getattr(client, GENAI_API_CLIENT, None)
 
 
 def sdk_generators(root: object, package: str | tuple[str, ...]) -> list[AsyncGenerator[Any, Any]]:

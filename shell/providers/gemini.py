@@ -6,12 +6,11 @@ streamGenerateContent?alt=sse`, whose every `data:` line is one `GenerateContent
 (camelCase JSON, parsed by the SDK into snake_case models). `contents` and `config` go to the
 SDK as given (a `GenerateContentConfig`, its dict form, or None).
 
-`start_stream` keeps the per-stream state (the model's parts, function calls, finish reason,
-usage) and yields one item per SDK response, already decided: a `ProcessedChunk`, or a
-`base.Failed` for an SDK or HTTP failure, which `process_chunk` turns into an `ErrorChunk`.
-Every response yields something (an empty `TextChunk` when it shows nothing), so a long
-function call re-arms the inactivity deadline (B2). After the SDK's stream ends, one terminal
-item follows.
+`start_stream` (the skeleton of `cordstream.shell.providers.base.Adapter`) keeps the
+per-stream state (the model's parts, function calls, finish reason, usage) and yields one chunk
+per SDK response: an empty `TextChunk` when it shows nothing, so a long function call re-arms
+the inactivity deadline (B2). After the SDK's stream ends, one terminal chunk follows; an SDK
+or HTTP failure ends the stream with an `ErrorChunk`.
 
 Rules (where the shared contract in `cordstream.shell.providers.base` left a choice):
 
@@ -33,10 +32,11 @@ Rules (where the shared contract in `cordstream.shell.providers.base` left a cho
   side: the function response goes back without one, as the API expects. Streamed arguments
   (`streamFunctionCallArguments`, `partial_args`) are not assembled. Declare tools as
   function declarations: Python callables in `config.tools` make the SDK run them itself
-  (automatic function calling) inside one stream, which this adapter does not support.
+  (automatic function calling) inside one stream, which this adapter does not support. A call
+  without a name ends the stream with `code="invalid_tool_call"`, as from every adapter.
 - **Finish.** The finish signal is a candidate's `finish_reason`. When the stream is over, in
   this order: a prompt blocked by `prompt_feedback.block_reason` (nothing shown, no call) →
-  `ErrorChunk(content_blocked_error(<block reason>))`; no finish reason → `Failed(
+  `ErrorChunk(content_blocked_error(<block reason>))`; no finish reason → `ErrorChunk(
   truncated_error())`; a content-filter finish (`SAFETY`, `RECITATION`, `BLOCKLIST`,
   `PROHIBITED_CONTENT`, `SPII`, `IMAGE_SAFETY`: whatever `unify_finish_reason` calls
   `content_filter`) with no visible text → `ErrorChunk(content_blocked_error(<reason>))`, even
@@ -52,23 +52,24 @@ Rules (where the shared contract in `cordstream.shell.providers.base` left a cho
   `model_error`, `INTERNAL` → retryable `api_error`, `INVALID_ARGUMENT`/`PERMISSION_DENIED` →
   `api_error`. A rate limit that mentions a quota is not retryable by the shared rule, unless
   the error's details hold a `google.rpc.RetryInfo` (the API's "retry in 33 s"): then it is. A
-  mid-stream `data: {"error": {...}}` line is raised by the SDK as the same `APIError`, with
-  the code from the body (the HTTP status was 200), and is mapped the same way. A `data:` line
-  that is not JSON → `api_error`, retryable. Transport failures depend on the SDK's HTTP
-  client: aiohttp (the default whenever it is installed, and this project depends on it)
-  raises `aiohttp.ClientError` (a cut mid-stream is `ClientPayloadError`) and
+  mid-stream `data: {"error": {...}}` line is raised by the SDK as the same `APIError`, with the
+  code from the body (the HTTP status was 200), and is mapped the same way. A `data:` line that
+  is not JSON → `malformed_event_error` (`api_error`, retryable). Transport failures depend on
+  the SDK's HTTP client: aiohttp (the default whenever it is installed, and this project depends
+  on it) raises `aiohttp.ClientError` (a cut mid-stream is `ClientPayloadError`) and
   `TimeoutError`; an `httpx2` client (`HttpOptions.httpx_async_client`) raises
   `httpx2.RequestError` / `httpx2.TimeoutException`. Timeouts → `timeout_error`, the rest and
   any `OSError` → `connection_error`. A failure after the finish signal is ignored: the answer
-  is whole. (A caller-supplied plain `httpx` client's errors are not mapped: they end the
-  stream as an exception result, B13.)
+  is whole. (A caller-supplied plain `httpx` client's errors are not mapped: they end the stream
+  as an exception result, B13.)
 - **Closing** (B10). The SDK reads the response through a chain of async generators, and its
   `HttpResponse` holds the innermost ones in a reference cycle (`segment_iterator`), so
   closing the SDK's outer generator leaves the HTTP response open until the next garbage
   collection. The adapter therefore notes the SDK's suspended generators below the stream
-  before closing it, closes the stream, then closes each of them, outer to inner: the SDK's
-  own `finally` releases the aiohttp response (or closes the httpx2 one) at once. A stream
-  the SDK already ended (finished, failed, cancelled) needs none of this.
+  (at the first response, and again before closing), then closes each of them, outer to
+  inner (`base.Adapter._close`): the SDK's own `finally` releases the aiohttp response (or
+  closes the httpx2 one) at once. A stream the SDK already ended (finished, failed,
+  cancelled) needs none of this.
 - **The client is the caller's.** Its retries (`HttpOptions.retry_options`; none by default,
   except the SDK's own single retry of an aiohttp connect error when no retry options are
   set) and timeouts are left alone, and it is never closed. The SDK's automatic continuation
@@ -84,6 +85,8 @@ when the model's call had one. It raises `ValueError` unless the last stream end
 calls, or when the outcomes do not answer exactly those calls (the API rejects a turn whose
 function responses do not match its calls). A provider object runs one stream at a time: the
 last answer is remembered per object, and a new `start_stream` forgets it.
+
+The provider's `client`, `model`, `contents` and `config` are read-only.
 """
 
 from __future__ import annotations
@@ -91,7 +94,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final, TypeAlias, cast
+from typing import Final, Self, TypeAlias, cast
 
 import aiohttp
 import httpx2
@@ -100,23 +103,19 @@ from google.genai import errors as genai_errors
 from google.genai import types
 
 from cordstream.domain import (
-    DoneChunk,
     ErrorChunk,
     FunctionCall,
-    FunctionCallChunk,
     ProcessedChunk,
     ProviderError,
     TextChunk,
     Thought,
 )
-from cordstream.shell.config import StreamConfig
-from cordstream.shell.context import StreamContext
 from cordstream.shell.providers import base
-from cordstream.shell.providers.base import Failed, ToolOutcome
+from cordstream.shell.providers.base import ToolOutcome
 from cordstream.shell.secrets import client_secrets
 
-GeminiItem: TypeAlias = ProcessedChunk | Failed
-"""What `start_stream` yields: a decided chunk, or a failure to report as an `ErrorChunk`."""
+GeminiItem: TypeAlias = ProcessedChunk
+"""What `start_stream` yields: finished chunks (`base` says why `process_chunk` passes them on)."""
 
 Contents: TypeAlias = types.ContentListUnion | types.ContentListUnionDict
 """What `generate_content_stream` accepts as `contents`: a string, a `Content`, parts, a list."""
@@ -157,6 +156,10 @@ class _Answer:
     model: str | None = None
     response_id: str | None = None
 
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
     def take(self, response: types.GenerateContentResponse) -> TextChunk:
         """Record one SDK response; return what it shows now."""
         candidate = response.candidates[0] if response.candidates else None
@@ -186,18 +189,16 @@ class _Answer:
             self.response_id = response.response_id
         return TextChunk("".join(text), usage=response.usage_metadata, thoughts=tuple(thoughts))
 
-    def terminal(self) -> tuple[GeminiItem, _ToolTurn | None]:
-        """The last item of the stream, and the answer to remember for `after_tools`."""
+    def terminal(self) -> tuple[ProcessedChunk, _ToolTurn | None]:
+        """The last chunk of the stream, and the answer to remember for `after_tools`."""
         usage = self.usage
-        visible = "".join(self.shown).strip()
+        visible = bool("".join(self.shown).strip())
         if self.block_reason is not None and not visible and not self.calls:
-            blocked = base.content_blocked_error(_value(self.block_reason))
+            blocked = base.content_blocked_error(base.wire_value(self.block_reason))
             return ErrorChunk(blocked, usage=usage), None
         reason = self.finish_reason
         if reason is None:
-            return Failed(base.truncated_error()), None
-        if base.unify_finish_reason(reason) == "content_filter" and not visible:
-            return ErrorChunk(base.content_blocked_error(_value(reason)), usage=usage), None
+            return ErrorChunk(base.truncated_error()), None
         if self.calls and base.unify_finish_reason(reason) != "content_filter":
             calls: list[FunctionCall] = []
             wire_ids: dict[str, str | None] = {}
@@ -205,24 +206,25 @@ class _Answer:
                 call_id = call.id or f"call_{index}"
                 wire_ids[call_id] = call.id or None
                 calls.append(FunctionCall(call.name or "", dict(call.args or {}), id=call_id))
-            turn = _ToolTurn(
-                types.Content(role="model", parts=list(self.parts)), tuple(calls), wire_ids
-            )
-            return FunctionCallChunk(tuple(calls), usage=usage), turn
-        metadata = base.finish_metadata(reason, model=self.model, response_id=self.response_id)
-        return DoneChunk(metadata, usage=usage), None
+            end = base.calls_end(calls, usage=usage)
+            if isinstance(end, ErrorChunk):
+                return end, None
+            content = types.Content(role="model", parts=list(self.parts))
+            return end, _ToolTurn(content, tuple(calls), wire_ids)
+        return base.text_end(
+            reason, shown=visible, usage=usage, model=self.model, response_id=self.response_id
+        ), None
 
 
-def _value(reason: object) -> str:
-    """An SDK enum member's wire value (`FinishReason.SAFETY` → "SAFETY")."""
-    value = getattr(reason, "value", reason)
-    return value if isinstance(value, str) else str(value)
-
-
-class GeminiProvider:
+class GeminiProvider(
+    base.Adapter[genai.Client, AsyncIterator[types.GenerateContentResponse], _ToolTurn]
+):
     """A Gemini generate-content stream; see the module docstring for the rules."""
 
     name: str = "gemini"
+    _label = "Gemini"
+    _calls = "function calls"
+    _sdk_packages = (_SDK_PACKAGE,)
 
     def __init__(
         self,
@@ -232,24 +234,9 @@ class GeminiProvider:
         contents: Contents,
         config: Config = None,
     ) -> None:
-        self._client = client
-        self._model = model
+        super().__init__(client, model)
         self._contents = contents
         self._config = config
-        self._last_tool_turn: _ToolTurn | None = None
-
-    @property
-    def client(self) -> genai.Client:
-        return self._client
-
-    @property
-    def model(self) -> str:
-        return self._model
-
-    def secrets(self) -> tuple[str, ...]:
-        """The client's API key and credential headers, removed from every embed (G4)."""
-        api_client = getattr(self._client, "_api_client", None)  # where google-genai keeps it
-        return client_secrets(api_client, getattr(api_client, "api_key", None))
 
     @property
     def contents(self) -> Contents:
@@ -259,28 +246,12 @@ class GeminiProvider:
     def config(self) -> Config:
         return self._config
 
-    # --- StreamProvider ---------------------------------------------------------------------
+    def secrets(self) -> tuple[str, ...]:
+        """The client's API key and credential headers, removed from every embed (G4)."""
+        api_client = base.genai_api_client(self._client)
+        return client_secrets(api_client, getattr(api_client, "api_key", None))
 
-    def start_stream(
-        self, config: StreamConfig, context: StreamContext
-    ) -> AsyncIterator[GeminiItem]:
-        """A fresh request per call (a retry calls it again); forgets the last answer."""
-        self._last_tool_turn = None
-        return self._stream()
-
-    def process_chunk(self, raw: GeminiItem) -> ProcessedChunk:
-        return base.chunk_of(raw)
-
-    def describe_error(self, error: ProviderError, locale: str) -> str | None:
-        return base.describe_error(error, locale)
-
-    # --- ToolProvider -----------------------------------------------------------------------
-
-    def after_tools(self, outcomes: Sequence[ToolOutcome]) -> GeminiProvider:
-        turn = self._last_tool_turn
-        if turn is None:
-            raise ValueError("the last Gemini stream did not end in function calls")
-        base.check_outcomes(turn.calls, outcomes, "Gemini")
+    def _continued(self, turn: _ToolTurn, outcomes: Sequence[ToolOutcome]) -> Self:
         names = {str(call.id): call.name for call in turn.calls}
         responses = [
             types.Part(
@@ -297,33 +268,23 @@ class GeminiProvider:
             turn.content,
             types.Content(role="user", parts=responses),
         ]
-        return GeminiProvider(
-            self._client, model=self._model, contents=contents, config=self._config
-        )
+        return type(self)(self._client, model=self._model, contents=contents, config=self._config)
 
     # --- the stream -------------------------------------------------------------------------
 
-    async def _stream(self) -> AsyncIterator[GeminiItem]:
-        answer = _Answer()
-        stream: AsyncIterator[types.GenerateContentResponse] | None = None
-        failure: ProviderError | None = None
-        try:
-            stream = await self._client.aio.models.generate_content_stream(
-                model=self._model, contents=self._contents, config=self._config
-            )
-            async for response in stream:
-                yield answer.take(response)
-        except _FAILURES as error:
-            failure = _failure(error)
-        finally:
-            if stream is not None:
-                await _close(stream)
-        if failure is not None and answer.finish_reason is None:
-            yield Failed(failure)
-            return
-        item, turn = answer.terminal()
-        self._last_tool_turn = turn
-        yield item
+    async def _open(self) -> AsyncIterator[types.GenerateContentResponse]:
+        return await self._client.aio.models.generate_content_stream(
+            model=self._model, contents=self._contents, config=self._config
+        )
+
+    def _answer(self) -> _Answer:
+        return _Answer()
+
+    def _failure(self, error: Exception) -> ProviderError | None:
+        return _failure(error) if isinstance(error, _FAILURES) else None
+
+    async def _close_stream(self, stream: AsyncIterator[types.GenerateContentResponse]) -> None:
+        await base.close_generators([stream])  # when it is not among the SDK's own
 
 
 def _as_list(contents: Contents) -> list[types.ContentUnionDict]:
@@ -340,12 +301,7 @@ def _failure(error: Exception) -> ProviderError:
     if isinstance(error, genai_errors.APIError):
         return _api_failure(error)
     if isinstance(error, genai_errors.UnknownApiResponseError):
-        return base.error_from_status(
-            None,
-            f"the provider sent a stream event that is not JSON ({error})",
-            code="malformed_event",
-            original=error,
-        )
+        return base.malformed_event_error(error)
     if isinstance(error, _TIMEOUTS):
         return base.timeout_error(error)
     return base.connection_error(error)
@@ -373,12 +329,3 @@ def _says_retry(details: object) -> bool:
         isinstance(entry, Mapping) and str(entry.get("@type", "")).endswith(_RETRY_INFO)
         for entry in entries
     )
-
-
-# --- closing --------------------------------------------------------------------------------
-
-
-async def _close(stream: AsyncIterator[types.GenerateContentResponse]) -> None:
-    """Close the SDK's stream and its HTTP response now, not at the next GC (B10, B11)."""
-    # Found before closing: a closed generator's frame is gone.
-    await base.close_generators([stream, *base.sdk_generators(stream, _SDK_PACKAGE)])

@@ -7,13 +7,12 @@ caller's `openai.AsyncOpenAI`, so it works against OpenAI and every OpenAI-compa
 `params` is merged with `include_usage: true`; `stream_options=None` leaves it out of the
 request, for a server that rejects the field. `stream` is not accepted in `params`.
 
-`start_stream` reads the SDK's `ChatCompletionChunk`s, keeps the per-stream state (text,
-reasoning, tool-call fragments, finish reason, usage) and yields one item per chunk, already
-decided: a `ProcessedChunk`, or a `base.Failed` for an SDK or HTTP failure, which
-`process_chunk` turns into an `ErrorChunk`. Every SDK chunk yields something (an empty
-`TextChunk` when it shows nothing: a role-only delta, a tool-argument fragment, a usage-only
-chunk), so a long tool call re-arms the inactivity deadline (B2). After the SDK's stream ends,
-one terminal item follows.
+`start_stream` (the skeleton of `cordstream.shell.providers.base.Adapter`) reads the SDK's
+`ChatCompletionChunk`s, keeps the per-stream state (text, reasoning, tool-call fragments,
+finish reason, usage) and yields one chunk per SDK chunk: an empty `TextChunk` when it shows
+nothing (a role-only delta, a tool-argument fragment, a usage-only chunk), so a long tool call
+re-arms the inactivity deadline (B2). After the SDK's stream ends, one terminal chunk follows;
+an SDK or HTTP failure ends the stream with an `ErrorChunk`.
 
 Rules (where the shared contract in `cordstream.shell.providers.base` left a choice):
 
@@ -43,8 +42,8 @@ Rules (where the shared contract in `cordstream.shell.providers.base` left a cho
   the end: an empty string is `{}`; text that is not a JSON object (cut by `length`, or plain
   malformed) is an error, not a call with made-up arguments: the stream ends with
   `ProviderError("api_error", code="invalid_tool_arguments", retryable=True)` naming the tool
-  (a new request usually gets valid arguments). So is a call without a name
-  (`code="invalid_tool_call"`). The legacy `function_call` delta (the deprecated `functions`
+  and showing the text (a new request usually gets valid arguments). So is a call without a
+  name (`code="invalid_tool_call"`). The legacy `function_call` delta (the deprecated `functions`
   parameter) is not read.
 - **Finish.** The finish signal is a non-empty `finish_reason` on a choice; chunks after it
   still count (the usage chunk). When the stream is over, in this order: `finish_reason:
@@ -56,8 +55,8 @@ Rules (where the shared contract in `cordstream.shell.providers.base` left a cho
   no visible text is `ErrorChunk(content_blocked_error("content_filter"))`; otherwise
   `DoneChunk(finish_metadata(reason, model=..., response_id=...), usage=...)` with the last
   non-empty `model` and `id` seen (with text, `content_filter` is such a `DoneChunk`). No
-  finish reason at all → `Failed(truncated_error())`: the SDK raises nothing when `[DONE]` is
-  missing.
+  finish reason at all → `ErrorChunk(truncated_error())`: the SDK raises nothing when `[DONE]`
+  is missing.
 - **Errors.** `APITimeoutError` → `timeout_error`; `APIConnectionError` (including a
   connection cut mid-stream, which the SDK wraps) → `connection_error`; `APIStatusError` →
   `error_from_status(status, message, error_type=..., code=...)` with the message, type and
@@ -67,16 +66,17 @@ Rules (where the shared contract in `cordstream.shell.providers.base` left a cho
   OpenRouter's error chunk that also carries `choices` and `finish_reason: "error"`: the
   SDK's "legacy" stream mode, the one chat completions use), and is mapped with status
   `None` and the object's message, type and code. An event whose data is not JSON →
-  `api_error`, retryable. A failure that comes after the finish signal (the connection cut
-  before the usage chunk or `[DONE]`) is ignored: the answer is whole, only its usage is lost.
+  `malformed_event_error` (`api_error`, retryable). A failure that comes after the finish
+  signal (the connection cut before the usage chunk or `[DONE]`) is ignored: the answer is
+  whole, only its usage is lost.
 - **Closing.** The SDK stream's HTTP response is closed in `finally` on every exit path
-  (B10), before the terminal item is yielded. The SDK's own generators are closed first: its
-  chunk generator (a private attribute, read defensively), the event generator under it, and
-  httpx2's byte generator under that, which the SDK itself leaves unclosed when it reads
-  `[DONE]` (found at the first chunk, while they are suspended). Left to the garbage
-  collector, each would be closed in a task of its own, at some later moment, after the call
-  is over (B11). The client is the caller's: its retries and
-  timeouts are left alone and it is never closed.
+  (B10), before the terminal chunk is yielded. The SDK's own generators are closed first: its
+  chunk generator (the stream's private `_iterator`, read by `base.stream_iterator`), the
+  event generator under it, and httpx2's byte generator under that, which the SDK itself
+  leaves unclosed when it reads `[DONE]` (found at the first chunk, while they are
+  suspended). Left to the garbage collector, each would be closed in a task of its own, at
+  some later moment, after the call is over (B11). The client is the caller's: its retries
+  and timeouts are left alone and it is never closed.
 
 `after_tools(outcomes)` returns a new provider whose messages are this request's, then the
 answer as received, `{"role": "assistant", "content": text or None, "tool_calls": [{"id",
@@ -88,15 +88,16 @@ Chat completions have no error flag for a tool result: a failed tool's `output` 
 itself. It raises `ValueError` unless the last stream ended in tool calls, or when the
 outcomes do not answer exactly that answer's calls (the API rejects an unanswered call). A
 provider object runs one stream at a time: the last answer is remembered per object.
+
+The provider's `client`, `model`, `messages`, `tools` and `params` are read-only.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeAlias, cast
+from typing import Any, Final, Self, TypeAlias, cast
 
 import openai
 from openai.types.chat import (
@@ -106,29 +107,24 @@ from openai.types.chat import (
 )
 
 from cordstream.domain import (
-    DoneChunk,
     ErrorChunk,
     FunctionCall,
-    FunctionCallChunk,
     ProcessedChunk,
     ProviderError,
     TextChunk,
     Thought,
     normalize_usage,
 )
-from cordstream.shell.config import StreamConfig
-from cordstream.shell.context import StreamContext
 from cordstream.shell.providers import base
-from cordstream.shell.providers.base import Failed, ToolOutcome
-from cordstream.shell.secrets import client_secrets
+from cordstream.shell.providers.base import ToolOutcome
 
-OpenAIItem: TypeAlias = ProcessedChunk | Failed
-"""What `start_stream` yields: a decided chunk, or a failure to report as an `ErrorChunk`."""
+OpenAIItem: TypeAlias = ProcessedChunk
+"""What `start_stream` yields: finished chunks (`base` says why `process_chunk` passes them on)."""
 
 Message: TypeAlias = ChatCompletionMessageParam | Mapping[str, object]
 Tool: TypeAlias = ChatCompletionToolUnionParam | Mapping[str, object]
 
-# The SDK and its HTTP client, whose generators `_close` closes.
+# The SDK and its HTTP client: the modules whose generators the adapter closes (B11).
 _SDK_PACKAGES: Final = ("openai.", "httpx2.", "httpcore2.")
 
 
@@ -221,6 +217,10 @@ class _Answer:
     serving_provider: str | None = None
     error: Mapping[str, object] | None = None
 
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
     def take(self, chunk: ChatCompletionChunk) -> ProcessedChunk:
         """Record one SDK chunk; return what it shows now."""
         piece = _read(chunk)
@@ -287,11 +287,11 @@ class _Answer:
         if isinstance(arguments, str) and arguments:
             call.arguments.append(arguments)
 
-    def terminal(self) -> tuple[OpenAIItem, _ToolTurn | None]:
-        """The last item of the stream, and the answer to remember for `after_tools`."""
+    def terminal(self) -> tuple[ProcessedChunk, _ToolTurn | None]:
+        """The last chunk of the stream, and the answer to remember for `after_tools`."""
         reason = self.finish_reason
         if reason is None:
-            return Failed(base.truncated_error()), None
+            return ErrorChunk(base.truncated_error()), None
         extra: dict[str, Any] = {"usage": self.usage, "serving_provider": self.serving_provider}
         if reason == "error":
             error = _reported(
@@ -304,16 +304,24 @@ class _Answer:
         if self.calls:
             calls: list[FunctionCall] = []
             for call in sorted(self.calls.values(), key=lambda c: c.key):
-                arguments = _arguments(call.raw_arguments)
-                if not call.name or arguments is None:
-                    return ErrorChunk(_broken_call(call, reason), **extra), None
+                try:
+                    arguments = base.tool_arguments(call.raw_arguments) if call.name else {}
+                except ValueError as problem:
+                    error = base.invalid_tool_arguments_error(
+                        call.name, f"{problem} (finish_reason {reason!r}): {_cut(call)}"
+                    )
+                    return ErrorChunk(error, **extra), None
                 calls.append(FunctionCall(call.name, arguments, id=call.call_id))
-            return FunctionCallChunk(tuple(calls), **extra), self._tool_turn(calls)
+            end = base.calls_end(calls, **extra)
+            return end, None if isinstance(end, ErrorChunk) else self._tool_turn(calls)
         shown = "".join(self.content) + "".join(self.refusal)
-        if base.unify_finish_reason(reason) == "content_filter" and not shown.strip():
-            return ErrorChunk(base.content_blocked_error(reason), **extra), None
-        metadata = base.finish_metadata(reason, model=self.model, response_id=self.response_id)
-        return DoneChunk(metadata, **extra), None
+        return base.text_end(
+            reason,
+            shown=bool(shown.strip()),
+            model=self.model,
+            response_id=self.response_id,
+            **extra,
+        ), None
 
     def _tool_turn(self, calls: Sequence[FunctionCall]) -> _ToolTurn:
         ordered = sorted(self.calls.values(), key=lambda c: c.key)
@@ -336,35 +344,10 @@ class _Answer:
         return _ToolTurn(message, tuple(calls))
 
 
-def _arguments(text: str) -> dict[str, object] | None:
-    """A call's arguments as a mapping; `None` when they are not a JSON object."""
-    if not text.strip():
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    return cast("dict[str, object]", value) if isinstance(value, dict) else None
-
-
-def _broken_call(call: _Call, reason: str) -> ProviderError:
-    """Why a call cannot be made: no name, or arguments that are not a JSON object."""
-    if not call.name:
-        return ProviderError(
-            "api_error",
-            f"the model made a tool call ({call.call_id}) without a name",
-            code="invalid_tool_call",
-            retryable=True,
-        )
+def _cut(call: _Call) -> str:
+    """A call's raw arguments, as shown in an error: the first 200 characters."""
     text = call.raw_arguments
-    shown = text if len(text) <= 200 else text[:200] + "…"
-    return ProviderError(
-        "api_error",
-        f"the model called {call.name!r} with arguments that are not a JSON object "
-        f"(finish_reason {reason!r}): {shown}",
-        code="invalid_tool_arguments",
-        retryable=True,
-    )
+    return text if len(text) <= 200 else text[:200] + "…"
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,10 +358,14 @@ class _ToolTurn:
     calls: tuple[FunctionCall, ...]
 
 
-class OpenAIChatProvider:
+class OpenAIChatProvider(
+    base.Adapter[openai.AsyncOpenAI, openai.AsyncStream[ChatCompletionChunk], _ToolTurn]
+):
     """A chat-completions stream; see the module docstring for the rules."""
 
     name: str = "openai"
+    _label = "OpenAI"
+    _sdk_packages = _SDK_PACKAGES
 
     def __init__(
         self,
@@ -391,24 +378,10 @@ class OpenAIChatProvider:
     ) -> None:
         if "stream" in params:
             raise TypeError("OpenAIChatProvider always streams; do not pass `stream`")
-        self._client = client
-        self._model = model
+        super().__init__(client, model)
         self._messages: tuple[Message, ...] = tuple(messages)
         self._tools: tuple[Tool, ...] | None = tuple(tools) if tools else None
         self._params: dict[str, Any] = dict(params)
-        self._last_tool_turn: _ToolTurn | None = None
-
-    @property
-    def client(self) -> openai.AsyncOpenAI:
-        return self._client
-
-    @property
-    def model(self) -> str:
-        return self._model
-
-    def secrets(self) -> tuple[str, ...]:
-        """The client's API key and credential headers, removed from every embed (G4)."""
-        return client_secrets(self._client)
 
     @property
     def messages(self) -> tuple[Message, ...]:
@@ -422,33 +395,12 @@ class OpenAIChatProvider:
     def params(self) -> Mapping[str, Any]:
         return dict(self._params)
 
-    # --- StreamProvider ---------------------------------------------------------------------
-
-    def start_stream(
-        self, config: StreamConfig, context: StreamContext
-    ) -> AsyncIterator[OpenAIItem]:
-        """A fresh request per call (a retry calls it again); forgets the last answer."""
-        self._last_tool_turn = None
-        return self._stream()
-
-    def process_chunk(self, raw: OpenAIItem) -> ProcessedChunk:
-        return base.chunk_of(raw)
-
-    def describe_error(self, error: ProviderError, locale: str) -> str | None:
-        return base.describe_error(error, locale)
-
-    # --- ToolProvider -----------------------------------------------------------------------
-
-    def after_tools(self, outcomes: Sequence[ToolOutcome]) -> OpenAIChatProvider:
-        turn = self._last_tool_turn
-        if turn is None:
-            raise ValueError("the last OpenAI stream did not end in tool calls")
-        base.check_outcomes(turn.calls, outcomes, "OpenAI")
+    def _continued(self, turn: _ToolTurn, outcomes: Sequence[ToolOutcome]) -> Self:
         results: list[Message] = [
             {"role": "tool", "tool_call_id": str(outcome.call.id), "content": outcome.output}
             for outcome in outcomes
         ]
-        return OpenAIChatProvider(
+        return type(self)(
             self._client,
             model=self._model,
             messages=[*self._messages, dict(turn.message), *results],
@@ -474,47 +426,32 @@ class OpenAIChatProvider:
         request["stream"] = True
         return request
 
-    async def _stream(self) -> AsyncIterator[OpenAIItem]:
-        answer = _Answer()
-        stream: openai.AsyncStream[ChatCompletionChunk] | None = None
-        failure: ProviderError | None = None
-        # The SDK's generators under its stream, held from the first chunk on (`_close`).
-        below: list[AsyncGenerator[Any, Any]] = []
-        try:
-            stream = cast(
-                "openai.AsyncStream[ChatCompletionChunk]",
-                await self._client.chat.completions.create(**self._request()),
-            )
-            while True:
-                try:
-                    chunk = await anext(stream)
-                except StopAsyncIteration:
-                    break
-                if not below:
-                    below = base.sdk_generators(stream.__dict__.get("_iterator"), _SDK_PACKAGES)
-                yield answer.take(chunk)
-        except (openai.APIError, json.JSONDecodeError) as error:
-            failure = _failure(error)
-        finally:
-            if stream is not None:
-                await _close(stream, below)
-        if failure is not None and answer.finish_reason is None:
-            yield Failed(failure)
-            return
-        item, turn = answer.terminal()
-        self._last_tool_turn = turn
-        yield item
-
-
-def _failure(error: openai.APIError | json.JSONDecodeError) -> ProviderError:
-    """An SDK exception as a `ProviderError` (see **Errors** in the module docstring)."""
-    if isinstance(error, json.JSONDecodeError):
-        return base.error_from_status(
-            None,
-            f"the provider sent a stream event that is not JSON ({error})",
-            code="malformed_event",
-            original=error,
+    async def _open(self) -> openai.AsyncStream[ChatCompletionChunk]:
+        return cast(
+            "openai.AsyncStream[ChatCompletionChunk]",
+            await self._client.chat.completions.create(**self._request()),
         )
+
+    def _answer(self) -> _Answer:
+        return _Answer()
+
+    def _failure(self, error: Exception) -> ProviderError | None:
+        return _failure(error)
+
+    def _sdk_root(self, stream: openai.AsyncStream[ChatCompletionChunk]) -> object:
+        return base.stream_iterator(stream)  # the generator under the stream, and its own
+
+    async def _close_stream(self, stream: openai.AsyncStream[ChatCompletionChunk]) -> None:
+        await stream.close()
+
+
+def _failure(error: Exception) -> ProviderError | None:
+    """An SDK exception as a `ProviderError` (see **Errors** in the module docstring); None for
+    anything else (a bug: it propagates)."""
+    if isinstance(error, json.JSONDecodeError):
+        return base.malformed_event_error(error)
+    if not isinstance(error, openai.APIError):
+        return None
     if isinstance(error, openai.APITimeoutError):
         return base.timeout_error(error)
     if isinstance(error, openai.APIConnectionError):
@@ -539,18 +476,3 @@ def _reported(
         error_type=error_type if isinstance(error_type, str) else None,
         original=original,
     )
-
-
-async def _close(
-    stream: openai.AsyncStream[ChatCompletionChunk], below: Sequence[AsyncGenerator[Any, Any]]
-) -> None:
-    """Close the SDK's event generators and the HTTP response now (B10, B11).
-
-    `below`: the SDK's generators under its stream, found while they were suspended. openai
-    2.x's `AsyncStream.__stream__` leaves the `[DONE]` event by `break`, without closing its
-    `_iter_events` generator: asyncio's GC hook would close it later, in a task of its own,
-    after the call is over.
-    """
-    await base.close_generators([stream.__dict__.get("_iterator"), *below])
-    with contextlib.suppress(Exception):  # closing must not turn a result into an exception
-        await stream.close()
