@@ -8,7 +8,9 @@ A `Reply` is either a JSON body with a status (an HTTP error, or a non-streaming
 list of SSE frames built with `sse(...)`. `cut_after=n` aborts the TCP connection after `n`
 frames (a connection cut mid-stream, without the chunked terminator); `hang_after=n` sends
 `n` frames and then nothing, until the server stops or, with `resume=event`, until the test
-sets the event, and then the rest of the frames (a slow model, paced by the test).
+sets the event, and then the rest of the frames (a slow model, paced by the test). `hanging` is
+set when a reply starts to hold, `disconnected` when a client goes away while its reply is
+being served (aiohttp cancels the handler then): the client really closed the HTTP response.
 
     async with ModelServer() as server:
         server.replies.append(Reply(frames=[sse({"x": 1}), sse_done()]))
@@ -21,7 +23,6 @@ import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
 
 from aiohttp import web
 
@@ -66,6 +67,8 @@ class ModelServer:
     def __init__(self, replies: Sequence[Reply] = ()) -> None:
         self.replies: list[Reply] = list(replies)
         self.seen: list[Seen] = []
+        self.hanging = asyncio.Event()
+        self.disconnected = asyncio.Event()
         self._runner: web.AppRunner | None = None
         self._stopping = asyncio.Event()
         self.url = ""
@@ -73,23 +76,17 @@ class ModelServer:
     async def __aenter__(self) -> ModelServer:
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0)
+        self._runner = web.AppRunner(
+            app, handle_signals=False, shutdown_timeout=0, handler_cancellation=True
+        )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        server = site._server
-        assert isinstance(server, asyncio.base_events.Server)
-        port = server.sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        host, port = self._runner.addresses[0][:2]
+        self.url = f"http://{host}:{port}"
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._stopping.set()
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._stopping.set()  # a reply still holding (a client that never closed) returns
         if self._runner is not None:
             await self._runner.cleanup()
 
@@ -102,6 +99,7 @@ class ModelServer:
 
     async def _hold(self, resume: asyncio.Event | None) -> bool:
         """Wait until `resume` is set (True) or the server stops (False)."""
+        self.hanging.set()
         waits = [asyncio.ensure_future(self._stopping.wait())]
         if resume is not None:
             waits.append(asyncio.ensure_future(resume.wait()))
@@ -118,6 +116,13 @@ class ModelServer:
         return self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        try:
+            return await self._reply(request)
+        except asyncio.CancelledError:
+            self.disconnected.set()  # aiohttp cancels a handler whose client went away
+            raise
+
+    async def _reply(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
         try:
             body: object = json.loads(raw) if raw else None
@@ -156,7 +161,7 @@ class ModelServer:
             request.transport.abort()
             return response
         if reply.hang_after is not None and reply.hang_after >= len(reply.frames):
-            await self._stopping.wait()
+            await self._hold(None)
             return response
         await response.write_eof()
         return response
