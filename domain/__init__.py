@@ -22,6 +22,8 @@ Where each rule of SPEC.md lives:
                 failures (F4), time as data (B2, B12), impossible events (`anomalies`).
 - `outbox`    — messages delivery: packing pieces into messages, typing pauses, limits,
                 what Discord accepted (E6, E7, E9, F2, F3).
+- `state`     — the machine's state: one value, one sub-record per concern.
+- `outcome`   — how a stream ends: each ending, its embed, the result (B8, B13, C4–C7, F4, G).
 - `record`    — what a result reports besides delivery: usage, thoughts, details (B5, B9).
 - `capture`   — `<think>`/`<details>` removal, in source order (E4, E5).
 - `segments`  — when text leaves the buffer and in what pieces (E1–E3, E6–E8, E10).
@@ -86,9 +88,10 @@ from cordstream.domain.events import (
     StopRequested,
     TimerFired,
 )
-from cordstream.domain.machine import StreamState, initial_state, step
+from cordstream.domain.machine import step
 from cordstream.domain.requests import StopRequest, register, stop_reason
 from cordstream.domain.results import StopReason, StreamResult, StreamStatus, ThoughtLog
+from cordstream.domain.state import StreamState, initial_state
 from cordstream.domain.usage import TokenUsage, estimate_tokens, normalize_usage, sum_turn_usage
 
 __all__ = [

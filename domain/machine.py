@@ -13,8 +13,7 @@ it events (`cordstream.domain.events`) carrying `now`, and carries out the effec
 serving provider, terminal metadata and usage are recorded (`record`); then the chunk is routed
 (B6): text goes through think/details capture (`capture`) and segmentation (`segments`) to the
 delivery policy (`outbox`); a function call or an error ends the stream after a *pending
-flush*. The shell checks the registry before each chunk and feeds a `StopRequested`; it also
-calls `on_stream_progress` itself, before `process_chunk` (B5).
+flush*.
 
 *ending*: the outcome is decided; the outbox drains (one Discord request at a time), then an
 embed if one is due, then `Finish`. A stop or follow-up may still arrive meanwhile (Discord can
@@ -39,13 +38,8 @@ not in flight, a chunk outside streaming, …) changes nothing but is recorded i
 `anomalies` and in the result's, where tests, the soak and a bot's logs can see it. `step`
 stays total (B1), so it records rather than raises.
 
-Rules chosen where the SPEC is silent:
-- A chunk may have skipped its constructor's validation: every chunk off the hot path is
-  re-checked (`chunks.trusted`) and a bad one ends the stream like a value that is not a chunk
-  at all: `error` with the TypeError as data, pending text not flushed, the generic embed (B13).
-- `stop_context` is the context of the stop that decided the outcome: kept when the channel is
-  lost during its flush (the quiet F4 ending keeps it), None for a follow-up and for the
-  stream's own internal stops.
+A chunk that skipped its constructor's validation ends the stream like a value that is not a
+chunk at all (`chunks.trusted`, B13: chosen where the SPEC is silent).
 
 Performance (E10): a plain text chunk that completes no line touches only the top-level
 `deadline` and `tail`, so the hot path builds one small record. Whether it may is the
@@ -55,150 +49,29 @@ streaming, once the stream ends) and while a capture is open (`segments.hold`).
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import Final, Literal, TypeAlias
+from dataclasses import replace
+from typing import Final
 
-from cordstream.domain import capture, chunks, outbox, segments
+from cordstream.domain import capture, chunks, events, outbox, segments
+from cordstream.domain import outcome as outcomes
 from cordstream.domain import record as records
-from cordstream.domain.catalogue import DEFAULT_CATALOGUE, Catalogue
-from cordstream.domain.chunks import (
-    DoneChunk,
-    ErrorChunk,
-    FunctionCall,
-    FunctionCallChunk,
-    ProviderError,
-    TextChunk,
-)
-from cordstream.domain.config import StreamConfig
+from cordstream.domain.chunks import DoneChunk, ErrorChunk, FunctionCallChunk, TextChunk
 from cordstream.domain.effects import ArmTimer, CloseProvider, ConsumeRequest, Effect, Finish
-from cordstream.domain.embeds import (
-    EmbedSpec,
-    exception_embed,
-    flush_limit_embed,
-    provider_error_embed,
-    timeout_embed,
-)
-from cordstream.domain.events import (
-    ChunkArrived,
-    Delivered,
-    DiscordFailure,
-    Event,
-    PauseOver,
-    ProviderCrashed,
-    ProviderEnded,
-    Rejected,
-    Started,
-    StopRequested,
-    TimerFired,
-)
-from cordstream.domain.redact import NO_SECRETS, Secrets
-from cordstream.domain.requests import Origin, StopRequest, is_internal, resolve, stop_reason
-from cordstream.domain.results import StopReason, StreamResult, StreamStatus
+from cordstream.domain.outcome import Ending
+from cordstream.domain.requests import StopRequest, resolve
+from cordstream.domain.results import StopReason, StreamResult
+from cordstream.domain.state import Core, StreamState, fresh_segmenter, initial_state
 
-Phase: TypeAlias = Literal["ready", "streaming", "ending", "finished"]
-# Builds an embed from (locale, catalogue, secrets); only called when embeds are not
-# suppressed (G7).
-_EmbedBuilder: TypeAlias = Callable[[str, Catalogue, Secrets], EmbedSpec]
+__all__ = ["StreamState", "abandon", "initial_state", "step"]
 
-UNKNOWN_CHANNEL: Final = 10003
-MISSING_ACCESS: Final = 50001
-_QUIET_FAILURES: Final[dict[int, StopReason]] = {
-    UNKNOWN_CHANNEL: "channel_deleted",
-    MISSING_ACCESS: "missing_access",
-}
 _NO_EFFECTS: Final[tuple[Effect, ...]] = ()
 _try_append: Final = segments.try_append  # one lookup less on the hot path
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Settings:
-    """What the stream was started with; constant for its whole life."""
-
-    config: StreamConfig
-    locale: str
-    suppress_user_errors: bool
-    catalogue: Catalogue
-    secrets: Secrets = NO_SECRETS  # removed from every embed by value (G4)
-
-
-@dataclass(frozen=True, slots=True)
-class Ending:
-    """The decided outcome, waiting for the outbox to drain."""
-
-    status: StreamStatus
-    origin: Origin
-    data: object = None
-    stop_reason: StopReason | None = None
-    stop_context: object = None
-    function_calls: tuple[FunctionCall, ...] = ()
-    embed: EmbedSpec | None = None  # sent after the text; None once sent or if suppressed
-    hurry: bool = False  # deliver the rest without humanizer pauses
-    # A follow-up's outcome: the pending text it dropped (C6), which a stop that overrides the
-    # follow-up before the result exists delivers after all (C2).
-    dropped: outbox.Pieces = ()
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Core:
-    """Everything but the two fields a plain text chunk changes, one sub-record per concern."""
-
-    phase: Phase
-    settings: Settings
-    seg: segments.Segmenter
-    started_at: float = 0.0
-    armed_at: float = math.nan  # what the shell's timer is armed for; nan when not armed
-    capture: capture.Capture = capture.IDLE
-    record: records.Record = records.EMPTY
-    out: outbox.Outbox = outbox.EMPTY
-    ending: Ending | None = None
-    anomalies: tuple[str, ...] = ()  # events a correct shell never feeds (see `_Run.handle`)
-
-
-@dataclass(frozen=True, slots=True)
-class StreamState:
-    """The machine's state. `deadline`: when the stream times out; `tail`: the partial line."""
-
-    deadline: float
-    tail: str
-    core: Core
-
-    @property
-    def phase(self) -> Phase:
-        return self.core.phase
-
-    @property
-    def wants_chunks(self) -> bool:
-        """Whether the shell should keep reading the provider."""
-        return self.core.phase == "streaming"
-
-
-def initial_state(
-    config: StreamConfig,
-    *,
-    locale: str = "en",
-    suppress_user_errors: bool = False,
-    catalogue: Catalogue = DEFAULT_CATALOGUE,
-    secrets: Secrets = NO_SECRETS,
-) -> StreamState:
-    """A machine in phase `ready`, waiting for `Started`; `secrets` are removed from every
-    embed it composes (G4)."""
-    settings = Settings(
-        config=config,
-        locale=locale,
-        suppress_user_errors=suppress_user_errors,
-        catalogue=catalogue,
-        secrets=secrets,
-    )
-    core = Core(phase="ready", settings=settings, seg=_fresh_segmenter(config))
-    return StreamState(math.inf, "", core)
-
-
-def step(state: StreamState, event: Event) -> tuple[StreamState, tuple[Effect, ...]]:
+def step(state: StreamState, event: events.Event) -> tuple[StreamState, tuple[Effect, ...]]:
     """Apply one event. Total: any event in any phase gives a state and effects, never raises."""
     # The hot path (E10): plain text that completes no line and needs no capture.
-    if type(event) is ChunkArrived:
+    if type(event) is events.ChunkArrived:
         chunk = event.chunk
         if type(chunk) is TextChunk and chunk.usage is None and not chunk.thoughts:
             core = state.core
@@ -226,7 +99,7 @@ def abandon(
     return finish.result
 
 
-def _slow(state: StreamState, event: Event) -> tuple[StreamState, tuple[Effect, ...]]:
+def _slow(state: StreamState, event: events.Event) -> tuple[StreamState, tuple[Effect, ...]]:
     if state.core.phase == "finished":
         return state, _NO_EFFECTS  # nothing follows the result (B1)
     run = _Run(state)
@@ -270,7 +143,7 @@ class _Run:
             )
         return StreamState(self.deadline, self.tail, core)
 
-    def handle(self, event: Event) -> None:
+    def handle(self, event: events.Event) -> None:
         """What each event does in each phase, first match wins (after `finished`, nothing).
 
         Every row that does nothing says why it may happen; an event that matches no row is
@@ -279,33 +152,35 @@ class _Run:
         core = self.core
         phase = core.phase
         match event:
-            case Started(now=now, pending=pending) if phase == "ready":
+            case events.Started(now=now, pending=pending) if phase == "ready":
                 self.start(now, pending)
-            case ChunkArrived(now=now, chunk=chunk, headline=headline) if phase == "streaming":
+            case events.ChunkArrived(now=now, chunk=chunk, headline=headline) if (
+                phase == "streaming"
+            ):
                 self.deadline = now + core.settings.config.inactivity_timeout
                 self.chunk(chunk, headline, now)
-            case ProviderEnded(now=now) if phase == "streaming":
-                self.end(Ending("completed", "natural", core.record.metadata), "deliver", now)
-            case ProviderCrashed(now=now, error=error) if phase == "streaming":
-                self.crash(error, now)
-            case ProviderEnded() | ProviderCrashed() if phase == "ending":
+            case events.ProviderEnded(now=now) if phase == "streaming":
+                self.end(outcomes.completed(core.record.metadata), now)
+            case events.ProviderCrashed(now=now, error=error) if phase == "streaming":
+                self.end(outcomes.crash(core.settings, error), now)
+            case events.ProviderEnded() | events.ProviderCrashed() if phase == "ending":
                 pass  # the provider ended as the stream did (or the shell's last resort, B13)
-            case StopRequested(now=now, request=request) if phase != "ready":
+            case events.StopRequested(now=now, request=request) if phase != "ready":
                 self.request(request, now)
-            case TimerFired(now=now, armed_for=armed_for) if armed_for == core.armed_at:
+            case events.TimerFired(now=now, armed_for=armed_for) if armed_for == core.armed_at:
                 if phase == "streaming":
                     self.timer(now)
                 # else: the timer outlived streaming
-            case TimerFired() if phase != "ready":
+            case events.TimerFired() if phase != "ready":
                 pass  # an earlier arming: stale
-            case PauseOver(now=now, token=token) if token == self.out.pause:
+            case events.PauseOver(now=now, token=token) if token == self.out.pause:
                 self.out = replace(self.out, pause=None)
                 self.pump(now)
-            case PauseOver(token=token) if outbox.issued(self.out, token):
+            case events.PauseOver(token=token) if outbox.issued(self.out, token):
                 pass  # a pause that a stop or a timeout ended early (E9)
-            case Delivered(now=now, seq=seq, url=url) if outbox.knows(self.out, seq):
+            case events.Delivered(now=now, seq=seq, url=url) if outbox.knows(self.out, seq):
                 self.delivered(now, url)
-            case Rejected(now=now, seq=seq, failure=failure) if outbox.knows(self.out, seq):
+            case events.Rejected(now=now, seq=seq, failure=failure) if outbox.knows(self.out, seq):
                 self.rejected(now, failure)
             case _:
                 self.core = replace(core, anomalies=(*core.anomalies, _anomaly(event, core)))
@@ -328,15 +203,12 @@ class _Run:
         if now < self.deadline:
             self.arm(self.deadline)  # chunks moved the deadline since the timer was armed
             return
-        embed = self.embed(
-            lambda loc, cat, sec: timeout_embed(locale=loc, catalogue=cat, secrets=sec)
-        )
-        self.end(Ending("timeout", "natural", embed=embed, hurry=True), "deliver", now)
+        self.end(outcomes.timeout(self.core.settings), now)
 
     def chunk(self, chunk: object, headline: str | None, now: float) -> None:
         checked = chunks.trusted(chunk)
         if isinstance(checked, Exception):
-            self.crash(checked, now)
+            self.end(outcomes.crash(self.core.settings, checked), now)
             return
         record = records.note(self.core.record, checked)
         if record is not self.core.record:
@@ -347,11 +219,10 @@ class _Run:
                     self.text(text, now)
             case FunctionCallChunk(calls=calls):
                 if calls:
-                    ending = Ending("function_call", "natural", calls[0], function_calls=calls)
-                    self.end(ending, "deliver", now)
+                    self.end(outcomes.function_call(calls), now)
             case ErrorChunk(error=error):
                 if error is not None:
-                    self.provider_error(error, headline, now)
+                    self.end(outcomes.provider_error(self.core.settings, error, headline), now)
             case DoneChunk():
                 pass  # metadata is recorded by `note`; the provider goes on until exhausted
 
@@ -388,30 +259,9 @@ class _Run:
         """E4: a stray closing think tag; what was not sent yet was reasoning after all."""
         unsent = outbox.pending(self.out) + self.seg.buffered + self.tail
         self.core = replace(self.core, record=records.retracted(self.core.record, unsent))
-        self.seg = _fresh_segmenter(self.core.settings.config)
+        self.seg = fresh_segmenter(self.core.settings.config)
         self.out = outbox.clear(self.out)
         self.tail = ""
-
-    def provider_error(self, error: ProviderError, headline: str | None, now: float) -> None:
-        embed = self.embed(
-            lambda loc, cat, sec: provider_error_embed(
-                error, headline, locale=loc, catalogue=cat, secrets=sec
-            )
-        )
-        self.end(Ending("error", "natural", error, embed=embed, hurry=True), "deliver", now)
-
-    def crash(self, error: object, now: float) -> None:
-        """B13: the stream is broken; nothing pending is flushed."""
-        embed = self.embed(
-            lambda loc, cat, sec: exception_embed(error, locale=loc, catalogue=cat, secrets=sec)
-        )
-        self.end(Ending("error", "natural", error, embed=embed, hurry=True), "discard", now)
-
-    def embed(self, build: _EmbedBuilder) -> EmbedSpec | None:
-        settings = self.core.settings
-        if settings.suppress_user_errors:
-            return None  # G7
-        return build(settings.locale, settings.catalogue, settings.secrets)
 
     # -- requests (C2, C4–C7) --------------------------------------------------------------
 
@@ -426,49 +276,14 @@ class _Run:
             return
         if ending is not None and ending.dropped:  # a stop overrides a follow-up (C2)
             self.out = outbox.requeue(self.out, ending.dropped)
-        reason = stop_reason(request)
-        if request.kind == "follow_up":
-            # Nothing of it is sent: a typing pause in progress is over (E9), no reason to wait.
-            resolved = Ending("follow_up_interrupt", "follow_up", stop_reason=reason, hurry=True)
-            self.end(resolved, "discard", now)
-        elif is_internal(request):
-            self.internal_stop(reason, now, context=request.context)
-        else:
-            resolved = Ending(
-                "stopped_by_user",
-                "stop",
-                stop_reason=reason,
-                stop_context=request.context,
-                hurry=True,
-            )
-            self.end(resolved, "deliver", now)  # C6: a user or system stop flushes
-
-    def internal_stop(self, reason: StopReason, now: float, *, context: object = None) -> None:
-        """C4, C6, F3, F4: the stream stops itself; nothing more is sent (but one warning).
-
-        `context`: an internal stop id registered from outside keeps its caller's context (C7).
-        """
-        embed = None
-        if reason == "flush_limit":
-            embed = self.embed(
-                lambda loc, cat, sec: flush_limit_embed(locale=loc, catalogue=cat, secrets=sec)
-            )
-        ending = Ending(
-            "stopped_by_user",
-            "internal",
-            stop_reason=reason,
-            stop_context=context,
-            embed=embed,
-            hurry=True,
-        )
-        self.end(ending, "discard", now)
+        self.end(outcomes.requested(self.core.settings, request), now)
 
     # -- ending --------------------------------------------------------------------------
 
-    def end(self, ending: Ending, pending: Literal["deliver", "discard"], now: float) -> None:
+    def end(self, ending: Ending, now: float) -> None:
         """Decide the outcome; deliver or discard what is pending (E8, C6, B13); drain."""
         # A follow-up keeps what it drops aside: a stop may still override it (C2).
-        keep = pending == "deliver" or ending.origin == "follow_up"
+        keep = ending.deliver or ending.origin == "follow_up"
         if self.core.phase == "streaming":
             self.effects.append(CloseProvider())
             closed, ops = capture.close(self.core.capture)
@@ -479,9 +294,9 @@ class _Run:
                 self.out = outbox.enqueue(self.out, pieces)
             else:
                 self.out = outbox.clear(self.out)
-            self.seg = _fresh_segmenter(self.core.settings.config)
+            self.seg = fresh_segmenter(self.core.settings.config)
             self.tail = ""
-        if pending == "discard":
+        if not ending.deliver:
             if keep:
                 ending = replace(ending, dropped=self.out.queue)
             self.out = outbox.clear(self.out)
@@ -515,56 +330,31 @@ class _Run:
             self.out = outbox.clear(self.out)
             self.pump(now)
             return
-        self.internal_stop(reason, now)
+        self.end(outcomes.internal_stop(self.core.settings, reason), now)
 
     def delivered(self, now: float, url: str | None) -> None:
         self.out = outbox.accepted(self.out, now, url)
         self.pump(now)
 
-    def rejected(self, now: float, failure: DiscordFailure) -> None:
+    def rejected(self, now: float, failure: events.DiscordFailure) -> None:
         self.out, was_message = outbox.refused(self.out)
         if not was_message:
             self.pump(now)  # a refused embed changes no outcome (G is best effort)
             return
-        quiet = _QUIET_FAILURES.get(failure.code) if failure.code is not None else None
-        ending = self.core.ending
-        if quiet is not None:
-            # F4: the channel is gone or closed to us; no embed could reach it either. A stop
-            # being flushed keeps its context: its registry entry is already consumed (C7).
-            context = ending.stop_context if ending is not None else None
-            resolved = Ending(
-                "stopped_by_user", "internal", stop_reason=quiet, stop_context=context, hurry=True
-            )
-            self.end(resolved, "discard", now)
-        elif ending is None or (ending.origin == "natural" and ending.status != "error"):
-            error: object = failure.error if failure.error is not None else failure
-            self.crash(error, now)
-        else:
-            # The first error or a stop stays the outcome; nothing more is sent after a refusal,
-            # not even what a follow-up dropped, should a stop override it now.
-            self.end(replace(ending, dropped=()), "discard", now)
+        self.end(outcomes.refused(self.core.settings, self.core.ending, failure), now)
 
     def finish(self, now: float, accepted: tuple[str, ...] | None = None) -> None:
         core = self.core
-        ending, record = core.ending, core.record
+        ending = core.ending
         assert ending is not None
         messages = outbox.messages(self.out) if accepted is None else accepted
-        status = ending.status
-        if status == "completed" and not messages:
-            status = "empty_response"  # B8: keeps data, usage and thought log
         duration_ms = max(0, round((now - core.started_at) * 1000))
-        result = StreamResult(
-            status=status,
-            data=ending.data,
-            accumulated_text=outbox.accumulated_text(messages),
-            details_content=records.details(record),
-            stop_reason=ending.stop_reason,
-            thought_log=records.thought_log(record, self.out.first_url, duration_ms),
-            usage=record.usage,
-            messages_sent=len(messages),
-            stop_context=ending.stop_context,
-            function_calls=ending.function_calls,
-            messages=messages,
+        result = outcomes.result(
+            ending,
+            core.record,
+            messages,
+            first_url=self.out.first_url,
+            duration_ms=duration_ms,
             anomalies=core.anomalies,
         )
         self.effects.append(Finish(result))
@@ -574,16 +364,12 @@ class _Run:
 def _anomaly(event: object, core: Core) -> str:
     """How an event that matches no row of `_Run.handle`'s table is recorded."""
     match event:
-        case Delivered(seq=seq) | Rejected(seq=seq):
+        case events.Delivered(seq=seq) | events.Rejected(seq=seq):
             detail = f" for request {seq} (in flight: {core.out.in_flight})"
-        case PauseOver(token=token):
+        case events.PauseOver(token=token):
             detail = f" for pause {token} (current: {core.out.pause})"
-        case TimerFired(armed_for=armed_for):
+        case events.TimerFired(armed_for=armed_for):
             detail = f" armed for {armed_for} (armed: {core.armed_at})"
         case _:
             detail = ""
     return f"{type(event).__name__}{detail} in phase {core.phase}"
-
-
-def _fresh_segmenter(config: StreamConfig) -> segments.Segmenter:
-    return segments.new_segmenter(config.max_message_length, sentences=config.humanizer_degree == 3)

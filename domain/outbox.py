@@ -21,8 +21,8 @@ per chunk (a pair split across two chunks is whole by then); a flag test for ASC
 Limits (F3): the next message would pass `send_message_limit` or `flush_limit` → `pump`
 answers with the limit's `StopReason`, and the reducer decides what that means for the outcome.
 
-Accepted (F2): only content Discord accepted counts: `messages(out)` in order, and
-`accumulated_text`, their join by "\\n", the one definition of the text a result reports.
+Accepted (F2): only content Discord accepted counts: `messages(out)`, in order (the result's
+text is their join, `outcome.accumulated_text`).
 
 A delivery policy is a module offering these functions over a value of its own; the reducer
 calls nothing else (live delivery, SPEC §L, is to be a sibling of this module):
@@ -204,12 +204,6 @@ def messages(out: Outbox) -> tuple[str, ...]:
     return tuple(items(out.delivered))
 
 
-def accumulated_text(messages: tuple[str, ...]) -> str:
-    """F2: what a user copies from the channel: the accepted messages joined by "\\n" (a plain
-    concatenation, as in the reference, would glue one message's last line to the next's first)."""
-    return "\n".join(messages)
-
-
 def limit_reached(config: StreamConfig, sent: int) -> StopReason | None:
     """F3: the next message would pass a limit."""
     if config.send_message_limit and sent >= config.send_message_limit:
@@ -233,7 +227,7 @@ def take(queue: Pieces, max_len: int, *, one_each: bool) -> tuple[str, int]:
     piece after it, or with the one before (the segmenter's leftovers at the end of a stream).
     """
     parts: list[str] = []
-    size = 0
+    size = 0  # of the message as shown: from its first character that is not whitespace
     taken = 0
     previous: segments.Piece | None = None
     substantive = False  # a piece with more than whitespace and punctuation is taken
@@ -246,11 +240,14 @@ def take(queue: Pieces, max_len: int, *, one_each: bool) -> tuple[str, int]:
             and not parts[-1].endswith("\n")
         ):
             separator = "\n"
+        shown = separator + text
+        if not size:
+            shown = shown.lstrip()  # the message starts here: whitespace before it is trimmed
         # Whitespace at the end of the message is trimmed: a piece's own does not count (E7).
-        if parts and size + len(separator) + len(text.rstrip()) > max_len:
+        if parts and size + len(shown.rstrip()) > max_len:
             break
         parts.append(separator + text)
-        size += len(separator) + len(text)
+        size += len(shown)
         taken += 1
         previous = piece
         if one_each and not substantive and text.strip() and not segments.lone(piece):

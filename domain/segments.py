@@ -727,11 +727,17 @@ def _attach(glue: Piece, piece: Piece, max_len: int) -> list[Piece]:
 def _steal(body: str, text: str, max_len: int) -> tuple[str, str] | None:
     """E6 when a full prose piece `body` cannot take the punctuation `text` after it: cut the
     end of `body` off to go with `text`, as little as makes them fit, at the best boundary
-    (newline, whitespace, grapheme, E7). None when `text` is over half a message, or `body`
-    has no room to give. Costs one message's length, once per such line."""
+    (newline, whitespace, grapheme, E7), and never only punctuation lines that joined `body`
+    earlier (the punctuation would be alone again). None when `text` is over half a message,
+    or `body` has no room to give. Costs one message's length, once per such line."""
     if 2 * len(text) > max_len:
         return None
     last = len(body.rstrip())  # what moves over must show something besides whitespace
+    while True:  # and besides punctuation: lines of it that joined `body` before stay behind
+        start = body.rfind("\n", 0, last) + 1
+        if start == 0 or not _punctuation_only(body[start:last]):
+            break
+        last = len(body[:start].rstrip())
     lowest = len(body) + len(text) - max_len  # the least that must move for both to fit
     if lowest < 1 or lowest >= last:
         return None

@@ -1145,3 +1145,23 @@ def test_E6_a_full_line_gives_one_character_to_punctuation_that_ends_the_answer(
     assert driver.messages[-1] == "1\n!"
     no_lone_punctuation(driver.messages, text)
     as_written(driver.messages, text)
+
+
+def test_E6_punctuation_after_a_full_table_takes_a_row_with_it() -> None:
+    """A full table piece cannot take `:)` and `...`: its last row moves to them, not the
+    `:)` that had joined it (which would leave the two punctuation lines alone), whatever
+    follows (here a fence with nothing after it, E3). Found by the hypothesis machine."""
+    last_row = (
+        "  | stream stream stream stream stream stream Discord model https://example.com/a_b?c=d |"
+    )
+    table = (
+        "- item\n  | a | b |\n  |---|---|\n  | stream |\n"
+        "  | stream stream stream stream stream stream stream stream \u2014 \u2014 \u2014 ; |\n"
+        f"{last_row}\n"
+    )
+    for ending in (":)\n...\n```\n", ":)\n...\n"):
+        for size in (1, 7, 1000):
+            config = StreamConfig(max_message_length=200)
+            _, result = run(table + ending, config=config, size=size)
+            assert not any(set(m) <= set(":).\n ") for m in result.messages), result.messages
+            assert result.messages[-1].endswith(last_row.strip() + "\n:)\n...")

@@ -1,0 +1,82 @@
+"""The stream machine's state: one value, one sub-record per concern (see `machine`).
+
+`StreamState` holds the two fields a plain text chunk changes on the hot path (E10), the
+inactivity `deadline` and the partial line `tail`, beside `Core`, which holds the rest by name:
+the phase, the settings, the segmenter, the capture, the record, the outbox, the decided
+ending and the anomalies.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+from cordstream.domain import capture, outbox, segments
+from cordstream.domain import record as records
+from cordstream.domain.catalogue import DEFAULT_CATALOGUE, Catalogue
+from cordstream.domain.config import StreamConfig
+from cordstream.domain.outcome import Ending, Settings
+from cordstream.domain.redact import NO_SECRETS, Secrets
+
+Phase: TypeAlias = Literal["ready", "streaming", "ending", "finished"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Core:
+    """Everything but the two fields a plain text chunk changes, one sub-record per concern."""
+
+    phase: Phase
+    settings: Settings
+    seg: segments.Segmenter
+    started_at: float = 0.0
+    armed_at: float = math.nan  # what the shell's timer is armed for; nan when not armed
+    capture: capture.Capture = capture.IDLE
+    record: records.Record = records.EMPTY
+    out: outbox.Outbox = outbox.EMPTY
+    ending: Ending | None = None
+    anomalies: tuple[str, ...] = ()  # events a correct shell never feeds (see `_Run.handle`)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamState:
+    """The machine's state. `deadline`: when the stream times out; `tail`: the partial line."""
+
+    deadline: float
+    tail: str
+    core: Core
+
+    @property
+    def phase(self) -> Phase:
+        return self.core.phase
+
+    @property
+    def wants_chunks(self) -> bool:
+        """Whether the shell should keep reading the provider."""
+        return self.core.phase == "streaming"
+
+
+def initial_state(
+    config: StreamConfig,
+    *,
+    locale: str = "en",
+    suppress_user_errors: bool = False,
+    catalogue: Catalogue = DEFAULT_CATALOGUE,
+    secrets: Secrets = NO_SECRETS,
+) -> StreamState:
+    """A machine in phase `ready`, waiting for `Started`; `secrets` are removed from every
+    embed it composes (G4)."""
+    settings = Settings(
+        config=config,
+        locale=locale,
+        suppress_user_errors=suppress_user_errors,
+        catalogue=catalogue,
+        secrets=secrets,
+    )
+    core = Core(phase="ready", settings=settings, seg=fresh_segmenter(config))
+    return StreamState(math.inf, "", core)
+
+
+def fresh_segmenter(config: StreamConfig) -> segments.Segmenter:
+    """A segmenter for `config`, as a stream starts or after its pending text is gone."""
+    return segments.new_segmenter(config.max_message_length, sentences=config.humanizer_degree == 3)
