@@ -95,26 +95,20 @@ Rules chosen
   and must be accepted within PROBE_LIMIT virtual seconds, or the client is *wedged* (B11: a
   caller's cancellation during a global 429 wait must not leave discord.py's global lock
   closed).
-- Per stream (`check_stream`, a pure function of the recorded `Outcome`): one `StreamResult`
-  and nothing raised (B1), unless the caller's own cancel or timeout interrupted the call
-  (`check_caller` above); a known status; `messages` equals the contents of the non-embed
-  messages the emulator accepted in the stream's channel during its batch, in order,
-  `accumulated_text` those contents joined by "\\n", and `messages_sent` their number (F2),
-  whatever the status (B9); no message over min(2000,
-  max_message_length) (E7); no message pings anyone (F1); no request refused by Discord as
-  malformed (400); the first message replies when asked, later ones do not (F1); no embed
-  when suppressed (G7); the provider, once started, is told to stop (`closed_at`: a
-  cancellation reached it, its generator's `finally` ran, or `aclose()` was called) within 50
-  ms of the first accepted request (B3) or of the deadline (B2), is closed with `aclose()`
-  (B10), and none of its code is still running when the call returns (B11); think/details
-  markers and text yielded after a stop never sent (E4, E5, B5); usage is the latest valid
-  report (B5); B4; every status is explained by what happened (an `error` by a provider fault
-  or a failing Discord fault, a `timeout` by a hang, ...), and a *quiet* stream (no request
-  before its end, no Discord fault that can change its course) ends exactly as its tail says
-  (its cleanup and reaction do not change the outcome), with one error/timeout embed, last,
-  unless suppressed (G6). discord.py makes five tries per request, each 429-with-Via or 5xx
-  reply using one: fewer than five such replies in a stream cannot fail a send, so they leave
-  it quiet.
+- Per stream (`check_stream`, a pure function of the recorded `Outcome`): the invariants the
+  shell's property tests check too, from their one home, `tests/oracle.py` (its docstring
+  lists them: B1 and the result's `anomalies`, B2, B3, B4, B10, B11, C2, C4, C5, C7, E7, F1,
+  F2, G6, G7, every status explained, a *quiet* stream ending as its tail says), with the
+  think/details markers and text yielded after a stop as texts that must never be sent (E4,
+  E5, B5); the caller's (`check_caller` above); and the plan's: a known status, usage the
+  latest valid report (B5), the function call planned, a quiet error chunk's error as data.
+  The provider is the test kit's `ScriptProvider` (`SoakProvider` adds the plan's
+  misbehaviour): it notes when it was told to stop (a cancellation reached it, its script's
+  cleanup ran, or `aclose()` was called), whether `aclose()` was called, and its calls still
+  under way. A *quiet* stream has no request before its end, no Discord fault that can change
+  its course and no limit reached (its cleanup and reaction do not change the outcome).
+  discord.py makes five tries per request, each 429-with-Via or 5xx reply using one: fewer
+  than five such replies in a stream cannot fail a send, so they leave it quiet.
   A caller-interrupted stream is explained thus: CancelledError (or the caller's TimeoutError)
   came out of the call, there is no result, its messages obey every message rule above, the
   provider was closed and is not running, and the batch leaked nothing.
@@ -134,7 +128,8 @@ Must be zero (the exit status is 1 otherwise): exceptions escaped, streams stuck
 within 900 virtual seconds), leaked tasks, leaked listeners, unexplained registry entries,
 transcript mismatches, pings, invariant violations, callers whose `cancelling()` changed,
 timeout callers that got CancelledError instead of TimeoutError, stops lost, wedged clients,
-and answers lost or incomplete.
+answers lost or incomplete, and results with anomalies (events a correct shell never feeds the
+core).
 """
 
 from __future__ import annotations
@@ -146,10 +141,10 @@ import random
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, TypeAlias, cast, get_args
+from typing import Any, Final, Literal, NoReturn, TypeAlias, cast, get_args
 
 import discord
 import looptime
@@ -161,7 +156,6 @@ from cordstream.domain import (
     FunctionCallChunk,
     ProcessedChunk,
     ProviderError,
-    StopRequest,
     StreamResult,
     StreamStatus,
     TextChunk,
@@ -170,7 +164,7 @@ from cordstream.domain import (
 )
 from cordstream.shell import StreamConfig, StreamContext, StreamOrchestrator, ratelimit
 from cordstream.shell.orchestrator import CLOSE_GRACE, CLOSE_TIMEOUT
-from cordstream.shell.stops import Listener, StopRegistry
+from cordstream.shell.stops import StopRegistry
 from cordstream.shell.testing.emulator import (
     BAD_GATEWAY,
     INTERNAL_SERVER_ERROR,
@@ -185,17 +179,29 @@ from cordstream.shell.testing.emulator import (
     FaultRoute,
     RateLimited,
     RateLimits,
-    RecordedRequest,
     SentMessage,
-    discord_client,
+    local_discord,
+)
+from cordstream.shell.testing.script import Hang, Raw, ScriptProvider, ScriptStream, Sleep
+from cordstream.shell.testing.script import Step as ScriptStep
+from tests.oracle import (
+    ENDING_STATUSES,
+    Fired,
+    Observed,
+    Request,
+    TimedRegistry,
+    Violation,
+    When,
+    check,
+    entry_explained,
+    is_quiet,
+    leftover_tasks,
 )
 
 DESCRIPTION: Final = "A soak of the real shell under faults, on looptime's virtual clock."
 STATUSES: Final = frozenset(get_args(StreamStatus))
 TIMEOUT: Final = 5.0  # every stream's inactivity timeout (virtual seconds)
 STREAM_LIMIT: Final = 900.0  # a batch not done within this (virtual) is stuck
-BOUND: Final = 0.05  # B2, B3: how soon the provider must be closed
-DISCORD_LIMIT: Final = 2000
 THINK_MARKER: Final = "THINK-SECRET"
 DETAILS_MARKER: Final = "DETAILS-SECRET"
 USER_ID: Final = 123456789012345678
@@ -207,8 +213,6 @@ Tail: TypeAlias = Literal[
 ]
 TAILS: Final[tuple[Tail, ...]] = get_args(Tail)
 FAULT_TAILS: Final = frozenset({"raise", "process_raise", "hang", "garbage", "error_chunk"})
-# A tail that ends the stream as an error when nothing else intervenes.
-ERROR_TAILS: Final = frozenset({"raise", "process_raise", "garbage", "error_chunk"})
 FAULT_LABELS: Final = (
     "429",
     "429-global",
@@ -223,8 +227,6 @@ FAULT_LABELS: Final = (
     "delay",
     "delay-then-fault",
 )
-RequestKind: TypeAlias = Literal["stop", "follow_up"]
-When: TypeAlias = Literal["before", "during", "after"]
 # How the provider's cleanup behaves once cordstream stops it (B2, B10): as it should; an
 # async generator whose `finally` awaits forever when it is cancelled or closed; an `aclose()`
 # that hangs; an `aclose()` that raises CancelledError although nobody cancelled anything.
@@ -249,6 +251,9 @@ HIDDEN_MARKERS: Final = (THINK_MARKER, DETAILS_MARKER, AFTER_STOP_MARKER)
 RETURN_SLACK: Final = 0.5
 PROBE_LIMIT: Final = 120.0  # a probe send after a batch not done within this: a wedged client
 BACKGROUND_LIMIT: Final = 120.0  # requests handed over to the background end within this
+# No registry entry ages out (C8) before its batch is judged, however long the batch lasts (a
+# stuck one lasts STREAM_LIMIT): C8 has tests of its own.
+MAX_AGE: Final = 10 * (STREAM_LIMIT + PROBE_LIMIT)
 MUST_BE_ZERO: Final = (
     "exceptions_escaped",
     "stuck_streams",
@@ -263,34 +268,11 @@ MUST_BE_ZERO: Final = (
     "stops_lost",
     "wedged_clients",
     "answers_lost",
+    "anomalies",
 )
 
 
 # -- the provider ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Sleep:
-    seconds: float
-
-
-@dataclass(frozen=True)
-class Hang:
-    """The model stops answering: the next `__anext__` never returns."""
-
-
-@dataclass(frozen=True)
-class Raise:
-    """The provider's iterator raises `error`."""
-
-    error: BaseException
-
-
-@dataclass(frozen=True)
-class Raw:
-    """Yielded as is; `process_chunk` returns `value` unchanged (garbage, wrong types)."""
-
-    value: object
 
 
 @dataclass(frozen=True)
@@ -300,100 +282,36 @@ class Poison:
     error: Exception | None  # None: `process_chunk` builds `TextChunk(42)` (a TypeError)
 
 
-Step: TypeAlias = str | Sleep | Hang | Raise | Raw | Poison | ProcessedChunk
+Step: TypeAlias = ScriptStep | Poison
 
 
-class SoakProvider:
-    """Plays a script and records what the shell did to it (loop times included).
+@dataclass(eq=False)
+class SoakProvider(ScriptProvider):
+    """The test kit's `ScriptProvider` (which notes when it was started, given chunks, told to
+    stop and closed with `aclose()`, its calls under way, and what of its script it reached),
+    misbehaving as the plan says: `Poison` items, a `cleanup` and a `reaction` to
+    cordstream's cancellation (`SoakStream`). It also notes the cancellations its code
+    received (`cancels`), the usage it expects in the result (`expected_usage`: the latest
+    valid one processed, D2), and labels what it reached for the report ("done", cleanups,
+    reactions)."""
 
-    `closed_at`: the first moment the provider was told to stop or ran out (its generator's
-    `finally` ran, a cancellation reached `__anext__`, or `aclose()` was called); `running`:
-    how many of its calls (`__anext__`, `aclose`) are under way; `cancels`: cancellations its
-    code received; `reached`: the tail, cleanup and reaction it actually got to."""
-
-    name = "soak"
-
-    def __init__(
-        self,
-        steps: Sequence[Step],
-        headline: str | Exception | None,
-        cleanup: Cleanup = "normal",
-        reaction: Reaction = "normal",
-    ) -> None:
-        self.steps = steps
-        self.headline = headline
-        self.cleanup = cleanup
-        self.reaction = reaction
-        self.started_at: float | None = None
-        self.closed_at: float | None = None
-        self.aclose_at: float | None = None  # when `aclose()` was first called
-        self.last_chunk_at: float | None = None  # start, or the last process_chunk call
-        self.reached: set[str] = set()
-        self.expected_usage: TokenUsage | None = None  # the latest valid usage processed
-        self.running = 0
-        self.cancels = 0
-        self.own_error: BaseException | None = None  # what a `Raise` step raised
-
-    def stopped(self) -> None:
-        if self.closed_at is None:
-            self.closed_at = asyncio.get_running_loop().time()
-
-    async def _run(self) -> AsyncGenerator[object, None]:
-        ending: BaseException | None = None
-        try:
-            for step in self.steps:
-                match step:
-                    case str():
-                        yield TextChunk(step)
-                    case Sleep(seconds=seconds):
-                        await asyncio.sleep(seconds)
-                    case Hang():
-                        self.reached.add("hang")
-                        await asyncio.Event().wait()
-                    case Raise(error=error):
-                        self.reached.add("raise")
-                        self.own_error = error
-                        raise error
-                    case _:
-                        yield step
-            self.reached.add("end")
-        except BaseException as error:
-            ending = error
-            raise
-        finally:
-            self.stopped()
-            told = isinstance(ending, asyncio.CancelledError | GeneratorExit)
-            if told and ending is not self.own_error and self.cleanup == "finally_hang":
-                # Defect 2's provider: the cleanup itself hangs, inside the interrupted
-                # `__anext__` (or inside `aclose()`), until it is cancelled (again).
-                self.reached.add("finally_hang")
-                if isinstance(ending, asyncio.CancelledError):
-                    self.cancels += 1  # absorbed here: the next one goes through
-                try:
-                    await asyncio.Event().wait()
-                except asyncio.CancelledError:
-                    self.cancels += 1
-                    raise
+    name: str = "soak"
+    cleanup: Cleanup = "normal"
+    reaction: Reaction = "normal"
+    cancels: int = field(default=0, init=False)
+    expected_usage: TokenUsage | None = field(default=None, init=False)
 
     def start_stream(self, config: StreamConfig, context: StreamContext) -> AsyncIterator[object]:
-        self.started_at = self.last_chunk_at = asyncio.get_running_loop().time()
-        return SoakIterator(self)
+        super().start_stream(config, context)
+        return SoakStream(self)
 
-    def process_chunk(self, raw: object) -> ProcessedChunk:
-        self.last_chunk_at = asyncio.get_running_loop().time()
+    def process(self, raw: object) -> ProcessedChunk:
         match raw:
             case Poison(error=error):
                 self.reached.add("process_raise")
                 if error is None:
                     return TextChunk(cast(str, 42))  # a wrong type: TextChunk raises TypeError
                 raise error
-            case Raw(value=value):
-                self.reached.add("garbage")
-                return cast(ProcessedChunk, value)  # garbage passes through on purpose
-            case ErrorChunk(error=error) if error is not None:
-                self.reached.add("error_chunk")
-            case FunctionCallChunk() if raw.calls:
-                self.reached.add("function_call")
             case DoneChunk(usage=usage) if usage is not None:
                 self.reached.add("done")
         usage = getattr(raw, "usage", None)
@@ -403,80 +321,87 @@ class SoakProvider:
             )
             if prompt or completion:
                 self.expected_usage = TokenUsage(prompt, completion)
-        return cast(ProcessedChunk, raw)
-
-    def describe_error(self, error: ProviderError, locale: str) -> str | None:
-        if isinstance(self.headline, Exception):
-            raise self.headline
-        return self.headline
+        return super().process(raw)
 
 
-class SoakIterator:
-    """The provider's iterator: its generator (`SoakProvider._run`), with the plan's reaction
-    to cordstream's cancellation and its cleanup behaviour in `aclose()`."""
+class SoakStream(ScriptStream):
+    """The provider's stream with the plan's reaction to cordstream's cancellation of a pending
+    `__anext__`, and its cleanup: `finally_hang` hangs where the script's own cleanup runs (in
+    the interrupted `__anext__`, or in `aclose()` while it is suspended at a chunk),
+    `aclose_hang` and `aclose_cancelled` in `aclose()`."""
 
     def __init__(self, provider: SoakProvider) -> None:
-        self.provider = provider
-        self.inner = provider._run()
-
-    def __aiter__(self) -> SoakIterator:
-        return self
+        super().__init__(provider)
+        self.soak = provider
+        self.begun = False  # `__anext__` was called
+        self.over = False  # the script ended (ran out, raised, or was cancelled)
 
     async def __anext__(self) -> object:
-        provider = self.provider
+        provider = self.soak
         provider.running += 1
+        self.begun = True
         try:
-            return await anext(self.inner)
+            return await super().__anext__()
         except asyncio.CancelledError as error:
-            if error is provider.own_error:
+            self.over = True
+            if error is provider.raised:
                 raise  # the provider's own CancelledError (the `raise` tail), no cancellation
             provider.cancels += 1
             provider.stopped()
+            if provider.cleanup == "finally_hang" and provider.cancels == 1:
+                # Defect 2's provider: its cleanup itself hangs, inside the interrupted
+                # `__anext__`, until it is cancelled again.
+                provider.reached.add("finally_hang")
+                await self._hang()
             if provider.cancels > 1 or provider.reaction == "normal":
                 raise
             provider.reached.add(provider.reaction)
             match provider.reaction:
                 case "swallow_wait":  # keeps waiting, until the next cancellation
-                    try:
-                        await asyncio.Event().wait()
-                    except asyncio.CancelledError:
-                        provider.cancels += 1
-                        raise
-                    raise AssertionError("unreachable") from None  # pragma: no cover
+                    await self._hang()
                 case "swallow_yield":
                     return TextChunk(AFTER_STOP_MARKER + "\n")
                 case "convert_return":
                     raise StopAsyncIteration from None
                 case _:
                     raise ValueError("the provider turned the cancellation into this") from None
+        except BaseException:
+            self.over = True
+            raise
         finally:
             provider.running -= 1
 
     async def aclose(self) -> None:
-        provider = self.provider
+        provider = self.soak
         provider.running += 1
-        provider.stopped()
-        if provider.aclose_at is None:
-            provider.aclose_at = asyncio.get_running_loop().time()
+        suspended = self.begun and not self.over  # at a chunk: closing runs its cleanup
         try:
             try:
-                await self.inner.aclose()  # a `finally_hang` generator hangs here
+                await super().aclose()
+                if provider.cleanup == "finally_hang" and suspended:
+                    provider.reached.add("finally_hang")
+                    await self._hang()
             except asyncio.CancelledError:
                 provider.cancels += 1
                 raise
             match provider.cleanup:
                 case "aclose_hang":
                     provider.reached.add("aclose_hang")
-                    try:
-                        await asyncio.Event().wait()
-                    except asyncio.CancelledError:
-                        provider.cancels += 1
-                        raise
+                    await self._hang()
                 case "aclose_cancelled":  # defect 1: nobody cancelled anything
                     provider.reached.add("aclose_cancelled")
                     raise asyncio.CancelledError
         finally:
             provider.running -= 1
+
+    async def _hang(self) -> NoReturn:
+        """Wait until cancelled (counted)."""
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.soak.cancels += 1
+            raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _count(value: object) -> int:
@@ -485,16 +410,6 @@ def _count(value: object) -> int:
 
 
 # -- plans -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Request:
-    """A stop or follow-up: before the stream, `at` seconds after its start, or after it."""
-
-    kind: RequestKind
-    requester: str | None
-    when: When
-    at: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -663,7 +578,7 @@ def _tail(rng: random.Random, tail: Tail) -> tuple[list[Step], FunctionCall | No
             done = DoneChunk({"finish_reason": "stop"}, usage=usage)
             return [done, *(["\nP.S. after done"] if rng.random() < 0.3 else [])], None
         case "raise":
-            return [Raise(rng.choice(EXCEPTIONS)())], None
+            return [rng.choice(EXCEPTIONS)()], None
         case "process_raise":
             error = rng.choice([None, ValueError("cannot parse chunk"), KeyError("delta")])
             return [Poison(error), "never read"], None
@@ -803,72 +718,47 @@ def make_plan(rng: random.Random, index: int) -> Plan:
 # -- running -----------------------------------------------------------------------------------
 
 
-class TimedRegistry(StopRegistry):
-    """The real registry, noting (loop time) when each channel's stream stopped listening:
-    its result exists by then, so an entry registered at or after it is for the next turn."""
-
-    def __init__(self, clock: Callable[[], float]) -> None:
-        # No entry ages out (C8) before its batch is judged, however long the batch lasts
-        # (a stuck one lasts STREAM_LIMIT): C8 has tests of its own.
-        super().__init__(clock=clock, max_age=10 * (STREAM_LIMIT + PROBE_LIMIT))
-        self.clock = clock
-        self.unlistened: dict[int, float] = {}
-
-    def listen(self, channel_id: int, listener: Listener) -> Callable[[], None]:
-        unlisten = super().listen(channel_id, listener)
-
-        def timed() -> None:
-            unlisten()
-            self.unlistened[channel_id] = self.clock()
-
-        return timed
-
-
-@dataclass(frozen=True)
-class Fired:
-    """A request the soak made: when (loop time), whether accepted, the context it carried,
-    the registry's entry for the channel just before (`replaced`) and just after (`entry`)."""
-
-    request: Request
-    at: float
-    accepted: bool
-    context: str
-    replaced: StopRequest | None = None
-    entry: StopRequest | None = None
-
-
-@dataclass
-class Outcome:
-    """Everything one stream produced, for `check_stream`."""
+@dataclass(kw_only=True)
+class Outcome(Observed):
+    """Everything one stream produced, for `check_stream`: what the oracle judges
+    (`tests.oracle.Observed`), and the soak's own records."""
 
     plan: Plan
     channel_id: int
     reply_id: int
     provider: SoakProvider
-    result: StreamResult | None = None
-    escaped: BaseException | None = None
     stuck: bool = False
-    done_at: float = 0.0
-    ended_at: float | None = None  # when the stream stopped listening to the registry
-    fired: list[Fired] = field(default_factory=list)
-    messages: list[SentMessage] = field(default_factory=list)  # accepted during the batch
-    requests: list[RecordedRequest] = field(default_factory=list)  # its channel, its batch
-    registry_entry: StopRequest | None = None  # the channel's entry once the batch settled
-    limited: bool = False  # Discord's rate limits were on (requests may wait their turn)
     # The caller (`Plan.caller`): its task's `cancelling()` before and after the call; whether
-    # its cancel reached the call's task, and when (`interrupted_at`, also a timeout's
-    # deadline); whether the global 429 lock of discord.py was closed then; whether
-    # CancelledError (`caller_cancelled`) or TimeoutError (`timed_out`) came out of the call.
+    # its cancel (or its timeout) reached the call's task (`cancel_delivered`), and when
+    # (`interrupted_at`, also a timeout's deadline); whether the global 429 lock of discord.py
+    # was closed then; whether CancelledError (`caller_cancelled`) or TimeoutError
+    # (`timed_out`) came out of the call.
     cancelling_before: int = 0
     cancelling_after: int = 0
-    cancel_delivered: bool = False
-    interrupted_at: float | None = None
     in_global_wait: bool = False
-    caller_cancelled: bool = False
     timed_out: bool = False
     timeout_expired: bool = False  # the caller's asyncio.timeout fired
-    provider_running: int = 0  # the provider's calls still under way when the call returned
     handed_over: bool = False  # requests ran in the background when the cancelled call ended
+
+    def interrupted(self) -> bool:
+        """The caller's own cancel or timeout ended the call: no result, by design (B11)."""
+        cancelled = self.plan.caller == "cancel" and self.caller_cancelled
+        return (cancelled and self.cancel_delivered) or self.timed_out
+
+
+def outcome_of(plan: Plan, channel_id: int, reply_id: int, provider: SoakProvider) -> Outcome:
+    """A stream's record before it runs, with what the oracle needs to know of its plan."""
+    return Outcome(
+        plan=plan,
+        channel_id=channel_id,
+        reply_id=reply_id,
+        provider=provider,
+        config=plan.config,
+        reply_to=reply_id if plan.reply else None,
+        suppress=plan.suppress,
+        hidden=HIDDEN_MARKERS,
+        expected=ENDING_STATUSES[TAIL_ENDINGS.get(plan.tail, "error")],
+    )
 
 
 @dataclass
@@ -892,6 +782,7 @@ class Report:
     stops_lost: int = 0  # a stop consumed without deciding the result (C5)
     wedged_clients: int = 0  # a probe send after a batch did not complete (B11)
     answers_lost: int = 0  # answers phase: not `completed` with every line, in order (F4)
+    anomalies: int = 0  # results whose core was fed an event a correct shell never feeds
     answers: int = 0  # streams of the answers phase
     limited_streams: int = 0  # streams run under Discord's real rate limits
     background_requests: int = 0  # cancelled calls that ended with requests handed over
@@ -941,6 +832,7 @@ class Report:
             "stops_lost": self.stops_lost,
             "wedged_clients": self.wedged_clients,
             "answers_lost": self.answers_lost,
+            "anomalies": self.anomalies,
             "answers": self.answers,
             "limited_streams": self.limited_streams,
             "background_requests": self.background_requests,
@@ -974,12 +866,6 @@ class Env:
     killing: bool = False  # the soak cancels the stuck streams of a batch
 
 
-def server_side(task: asyncio.Task[Any]) -> bool:
-    """The emulator's own connection handlers (aiohttp's server): Discord's side, not ours."""
-    name: str = getattr(task.get_coro(), "__qualname__", "")
-    return name.startswith("RequestHandler.")
-
-
 def _raiser() -> None:
     raise RuntimeError("heartbeat failed")
 
@@ -989,9 +875,10 @@ async def run_stream(env: Env, plan: Plan, channel: discord.TextChannel) -> Outc
     says; never raises (but for the soak's own cancellation of a stuck stream)."""
     loop = asyncio.get_running_loop()
     api, orchestrator, stops = env.api, env.orchestrator, env.stops
-    provider = SoakProvider(plan.steps, plan.headline, plan.cleanup, plan.reaction)
-    outcome = Outcome(plan, channel.id, env.reply_ids[channel.id], provider)
-    outcome.limited = api.rate_limits is not None
+    provider = SoakProvider(
+        plan.steps, headline=plan.headline, cleanup=plan.cleanup, reaction=plan.reaction
+    )
+    outcome = outcome_of(plan, channel.id, env.reply_ids[channel.id], provider)
     fired = outcome.fired
 
     def fire(request: Request) -> None:
@@ -1034,7 +921,7 @@ async def run_stream(env: Env, plan: Plan, channel: discord.TextChannel) -> Outc
                 except TimeoutError:
                     outcome.timed_out = True
                 finally:
-                    outcome.timeout_expired = timeout.expired()
+                    outcome.timeout_expired = outcome.cancel_delivered = timeout.expired()
                     outcome.interrupted_at = timeout.when()
             else:
                 outcome.result = await orchestrator.stream_to_discord(
@@ -1112,7 +999,6 @@ def _latest_request(plans: Sequence[Plan]) -> float:
 async def run_batch(env: Env, plans: Sequence[Plan], report: Report) -> list[Outcome]:
     loop = asyncio.get_running_loop()
     api, stops = env.api, env.stops
-    current = asyncio.current_task()
     tasks_before = set(asyncio.all_tasks())
     first_request = len(api.requests)
     first_message = {c.id: len(api.messages(c.id)) for c in env.channels}
@@ -1132,7 +1018,7 @@ async def run_batch(env: Env, plans: Sequence[Plan], report: Report) -> list[Out
         if task in done:
             outcomes.append(task.result())
         else:
-            outcome = Outcome(plan, channel.id, env.reply_ids[channel.id], SoakProvider((), None))
+            outcome = outcome_of(plan, channel.id, env.reply_ids[channel.id], SoakProvider(()))
             outcome.stuck = True
             outcomes.append(outcome)
     # Every request scheduled during or after a stream fires before the batch is judged.
@@ -1150,11 +1036,7 @@ async def run_batch(env: Env, plans: Sequence[Plan], report: Report) -> list[Out
             await api.idle()
     except TimeoutError:
         pass
-    leftover = sorted(
-        getattr(t.get_coro(), "__qualname__", repr(t))
-        for t in set(asyncio.all_tasks()) - tasks_before
-        if t is not current and not t.done() and not server_side(t)
-    )
+    leftover = leftover_tasks(tasks_before)
     report.leaked_tasks += len(leftover)
     report.leaked_task_names.extend(leftover)
     report.leaked_listeners += stops.listening()
@@ -1191,26 +1073,8 @@ def judge_registry(env: Env, outcome: Outcome, report: Report) -> None:
     entry = env.stops.peek(outcome.channel_id)
     if entry is None:
         return
-    result = outcome.result
-    after_end = outcome.ended_at is not None and entry.at >= outcome.ended_at
-    waiting_follow_up = (
-        entry.kind == "follow_up"
-        and result is not None
-        and result.status in ("stopped_by_user", "follow_up_interrupt")
-    )
-    # C5: a stop that arrives once an internal stop (a limit, a lost channel, a stop made
-    # with an internal id) fixed the outcome is not consumed: it stays for the bot to see.
-    fixed = (
-        entry.kind == "stop"
-        and result is not None
-        and result.status == "stopped_by_user"
-        and result.stop_reason in INTERNAL_REASONS
-    )
-    # A call its caller cancelled (or timed out) ends without a result: an entry it had not
-    # resolved yet waits for the next turn.
-    interrupted = result is None and (outcome.caller_cancelled or outcome.timed_out)
-    # A stuck stream (cancelled by the soak, counted as such) resolved nothing either.
-    if after_end or waiting_follow_up or fixed or interrupted or outcome.stuck:
+    # A stuck stream (cancelled by the soak, counted as such) resolved nothing.
+    if entry_explained(outcome, entry) or outcome.stuck:
         report.stale_requests_discarded += 1
     else:
         report.unexplained_registry_entries += 1
@@ -1236,7 +1100,7 @@ def tally(report: Report, outcome: Outcome) -> None:
     if outcome.escaped is not None:
         report.exceptions_escaped += 1
     if outcome.result is not None:
-        report.quiet_streams += is_quiet(outcome, outcome.result)
+        report.quiet_streams += is_quiet(outcome.result, outcome)
         report.statuses[outcome.result.status] += 1
         if outcome.result.stop_reason is not None:
             report.stop_reasons[outcome.result.stop_reason] += 1
@@ -1269,6 +1133,8 @@ def tally(report: Report, outcome: Outcome) -> None:
                 report.timeouts_as_cancelled += 1
             case "stop_lost":
                 report.stops_lost += 1
+            case "anomalies":
+                report.anomalies += 1
         _sample(report, outcome, f"{name}: {detail}")
 
 
@@ -1351,103 +1217,37 @@ def consumed_faults(outcome: Outcome) -> list[str]:
 
 # -- the invariants ----------------------------------------------------------------------------
 
-Violation: TypeAlias = tuple[str, str]  # (name, detail)
-INTERNAL_REQUESTERS: Final = frozenset({"channel_deleted", "missing_access"})
-INTERNAL_REASONS: Final = INTERNAL_REQUESTERS | {"flush_limit", "send_message_limit"}
-
-
-def _send_faults(outcome: Outcome) -> list[Fault]:
-    """Faults consumed by message sends: these can change a stream's course (F4). A 429 from
-    Discord's real rate limits counts as a `RateLimited` fault: it uses one of discord.py's
-    tries too."""
-    found: list[Fault] = []
-    for r in outcome.requests:
-        if r.kind != "send":
-            continue
-        if r.rate_limited is not None:
-            found.append(RateLimited(is_global=r.rate_limited == "global"))
-        elif r.fault is not None:
-            found.append(r.fault)
-    return found
-
-
-def _effective(fault: Fault) -> Fault | None:
-    """What the request got in the end: a Delay without a fault is just a slow success."""
-    return fault.then if isinstance(fault, Delay) else fault
-
-
-def _retried(fault: Fault | None) -> bool:
-    """A reply discord.py retries (a 429 with `Via`, a 5xx), within its five tries."""
-    retry_429 = isinstance(fault, RateLimited) and fault.via
-    return retry_429 or (isinstance(fault, ErrorReply) and fault.status in (500, 502))
-
-
-def _disturbing(outcome: Outcome) -> list[Fault]:
-    """Send faults that may change how the stream ends. discord.py makes five tries per
-    request, and every retried reply uses one: fewer than five retried replies in the whole
-    stream cannot fail a send."""
-    faults = [f for f in map(_effective, _send_faults(outcome)) if f is not None]
-    if sum(map(_retried, faults)) < 5:
-        faults = [f for f in faults if not _retried(f)]
-    return faults
+# What a quiet stream ends as, by its tail (`tests.oracle.ENDING_STATUSES`); the others: error.
+TAIL_ENDINGS: Final[Mapping[str, str]] = {
+    "end": "end",
+    "done": "end",
+    "hang": "hang",
+    "function_call": "function_call",
+}
 
 
 def check_stream(outcome: Outcome) -> list[Violation]:
-    """Every invariant one stream must satisfy, whatever its plan; [] when all hold."""
-    found: list[Violation] = []
-    result, provider = outcome.result, outcome.provider
+    """Every invariant one stream must satisfy, whatever its plan; [] when all hold: the
+    oracle's (`tests.oracle.check`), the caller's (`check_caller`) and what the plan says
+    of the result (`_check_plan`)."""
     if outcome.stuck:
         return [("stuck", f"not done within {STREAM_LIMIT} virtual seconds")]
-    if outcome.escaped is not None:
-        found.append(("escaped", repr(outcome.escaped)))  # B1
-    found += check_caller(outcome)
-    found += _check_provider(outcome)
-    found += _check_messages(outcome)
-    if not isinstance(result, StreamResult):
-        if not interrupted(outcome):
-            found.append(("no_result", repr(result)))
-        return found
-    texts = [m for m in outcome.messages if not m.embeds]
-    contents = tuple(m.content for m in texts)
-    transcript = "\n".join(contents)
-    if result.status not in STATUSES:
-        found.append(("status", repr(result.status)))
-    if result.messages != contents:  # F2: what Discord accepted, in order
-        found.append(("transcript", _messages_diff(result.messages, contents)))
-    elif result.accumulated_text != transcript:  # F2: joined by line breaks
-        found.append(("transcript", _diff(result.accumulated_text, transcript)))
-    if result.messages_sent != len(texts):
-        found.append(("messages_sent", f"{result.messages_sent} != {len(texts)} accepted"))
-    if provider.expected_usage is not None and result.usage != provider.expected_usage:  # B5
-        found.append(("usage", f"{result.usage} != {provider.expected_usage}"))
-    found += _check_requests(outcome, result)
-    found += _check_status(outcome, result)
-    found += _check_stops(outcome, result)
-    return found
-
-
-def interrupted(outcome: Outcome) -> bool:
-    """The caller's own cancellation or timeout ended the call: no result, by design (B11)."""
-    return (outcome.caller_cancelled and outcome.cancel_delivered) or outcome.timed_out
+    return check(outcome) + check_caller(outcome) + _check_plan(outcome)
 
 
 def check_caller(outcome: Outcome) -> list[Violation]:
     """The caller gets back what it is owed (§A, B11): its task leaves the call with the
     `cancelling()` it came with (plus the one cancel request of its own a `cancel` caller
-    made and nobody took back); its cancellation comes out of the call as CancelledError, its
-    `asyncio.timeout` as TimeoutError, each within the provider's cleanup budget."""
+    made and nobody took back); its `asyncio.timeout` comes out as TimeoutError, and each
+    comes out within the provider's cleanup budget (a cancel swallowed into a result is the
+    oracle's `cancel_swallowed`)."""
     found: list[Violation] = []
     plan = outcome.plan
     expected = outcome.cancelling_before
     if plan.caller == "cancel" and outcome.cancel_delivered:
         expected += 1
-        if not outcome.caller_cancelled:
-            found.append(("cancel_swallowed", "the call returned despite the caller's cancel"))
-    if plan.caller == "timeout" and outcome.timeout_expired:
-        if outcome.caller_cancelled:
-            found.append(("timeout_as_cancelled", "CancelledError instead of TimeoutError"))
-        elif not outcome.timed_out:
-            found.append(("cancel_swallowed", "the call returned despite the caller's timeout"))
+    if plan.caller == "timeout" and outcome.timeout_expired and outcome.caller_cancelled:
+        found.append(("timeout_as_cancelled", "CancelledError instead of TimeoutError"))
     if outcome.cancelling_after != expected:
         found.append(
             (
@@ -1456,233 +1256,36 @@ def check_caller(outcome: Outcome) -> list[Violation]:
                 f"{outcome.cancelling_after} after it (expected {expected})",
             )
         )
-    if interrupted(outcome) and outcome.interrupted_at is not None:
+    if outcome.interrupted() and outcome.interrupted_at is not None:
         late = outcome.done_at - outcome.interrupted_at
         if late > CLOSE_TIMEOUT + CLOSE_GRACE + RETURN_SLACK:
             found.append(("slow_return", f"returned {late:.3f} s after the caller's cancel"))
     return found
 
 
-def _check_provider(outcome: Outcome) -> list[Violation]:
-    """B10, B11: a started provider is closed with `aclose()`, and none of its code is still
-    running when the call returns (its cleanup hanging or swallowing a cancellation
-    included: every provider of the soak gives in to the second cancellation)."""
-    provider = outcome.provider
-    if provider.started_at is None:
+def _check_plan(outcome: Outcome) -> list[Violation]:
+    """What the plan says of the result: its status is one of the known ones, its usage the
+    latest valid one the provider reported (B5), a function call the one planned, and a
+    quiet error chunk's error the result's data."""
+    result, plan = outcome.result, outcome.plan
+    if result is None:
         return []
     found: list[Violation] = []
-    if provider.closed_at is None:
-        found.append(("provider_not_closed", ""))
-    elif provider.aclose_at is None:
-        found.append(("provider_not_closed", "aclose() was never called"))
-    if outcome.provider_running:
-        found.append(("provider_outlived_call", f"{outcome.provider_running} calls under way"))
-    return found
-
-
-def _check_messages(outcome: Outcome) -> list[Violation]:
-    """What reached the channel, whatever the call returned."""
-    found: list[Violation] = []
-    plan = outcome.plan
-    texts = [m for m in outcome.messages if not m.embeds]
-    limit = min(DISCORD_LIMIT, plan.config.max_message_length)
-    for message in outcome.messages:
-        if len(message.content) > limit:  # E7
-            found.append(("too_long", f"{len(message.content)} > {limit}"))
-        if message.pings.anyone:  # F1
-            found.append(("ping", repr(message.content[:80])))
-        if any(marker in message.content for marker in HIDDEN_MARKERS):  # E4, E5, B5
-            found.append(("hidden_text_sent", repr(message.content[:80])))
-    found += [
-        ("refused_by_discord", repr(r.json)[:120]) for r in outcome.requests if r.status == 400
-    ]
-    if plan.reply and texts:  # F1
-        first = texts[0].message_reference
-        if first is None or int(first["message_id"]) != outcome.reply_id:
-            found.append(("reply", f"the first message replies to {first}"))
-        if any(m.message_reference is not None for m in texts[1:]):
-            found.append(("reply", "a later message is a reply"))
-    if plan.suppress and any(m.embeds for m in outcome.messages):  # G7
-        found.append(("embed_despite_suppress", ""))
-    return found
-
-
-def _check_stops(outcome: Outcome, result: StreamResult) -> list[Violation]:
-    """C2, C5: a stop is never lost. Each accepted stop decided the result (the result is a
-    stop's, with the context of one of the stops made: a later stop that found the stream
-    stopping changes nothing), or is still the channel's entry once the batch settled, or
-    was replaced by a later stop while it was pending."""
-    stops = [f for f in outcome.fired if f.request.kind == "stop" and f.accepted]
-    contexts = {f.context for f in stops}
-    if result.status == "stopped_by_user" and result.stop_context in contexts:
-        return []
-    found: list[Violation] = []
-    for made in stops:
-        kept = made.entry is not None and made.entry is outcome.registry_entry
-        replaced = any(
-            later.replaced is made.entry
-            for later in outcome.fired
-            if later is not made and later.request.kind == "stop" and later.accepted
-        )
-        if not kept and not replaced:
-            found.append(
-                (
-                    "stop_lost",
-                    f"{made.request} at {made.at:.3f} consumed, but the result is "
-                    f"{result.status}/{result.stop_reason} with {result.stop_context!r}",
-                )
-            )
-    return found
-
-
-def _diff(got: str, want: str) -> str:
-    at = next((i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), None)
-    at = min(len(got), len(want)) if at is None else at
-    return f"accumulated_text differs from the transcript at {at}: {got[at : at + 40]!r} vs " + (
-        f"{want[at : at + 40]!r} ({len(got)} vs {len(want)} chars)"
-    )
-
-
-def _messages_diff(got: tuple[str, ...], want: tuple[str, ...]) -> str:
-    at = next((i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), None)
-    at = min(len(got), len(want)) if at is None else at
-    mine = got[at][:40] if at < len(got) else None
-    theirs = want[at][:40] if at < len(want) else None
-    return (
-        f"messages differ from the transcript at message {at}: {mine!r} vs {theirs!r} "
-        f"({len(got)} vs {len(want)} messages)"
-    )
-
-
-def _accepted_before_end(outcome: Outcome) -> list[Fired]:
-    end = outcome.ended_at if outcome.ended_at is not None else outcome.done_at
-    return [f for f in outcome.fired if f.accepted and f.at <= end]
-
-
-def _check_requests(outcome: Outcome, result: StreamResult) -> list[Violation]:
-    found: list[Violation] = []
-    provider = outcome.provider
-    accepted = _accepted_before_end(outcome)
-    before = [f for f in accepted if f.request.when == "before"]
-    if before:  # B4
-        if provider.started_at is not None:
-            found.append(("B4", "the provider was started despite a pending request"))
-        if result.status not in ("stopped_by_user", "follow_up_interrupt"):
-            found.append(("B4", f"{result.status} despite a pending request"))
-        if any(not m.embeds for m in outcome.messages):
-            found.append(("B4", "text sent despite a pending request"))
-    # B3: an accepted request closes the provider at once, even while it hangs.
-    if provider.started_at is not None and provider.closed_at is not None and accepted:
-        first = min(f.at for f in accepted)
-        if provider.closed_at > first + BOUND:
-            found.append(("late_close", f"closed {provider.closed_at - first:.3f} s after it"))
-    # C7: a user or system stop returns the context of a stop that was made.
-    if result.status == "stopped_by_user" and result.stop_reason in (
-        "user_request",
-        "system_request",
+    if result.status not in STATUSES:
+        found.append(("status", repr(result.status)))
+    expected_usage = outcome.provider.expected_usage
+    if expected_usage is not None and result.usage != expected_usage:
+        found.append(("usage", f"{result.usage} != {expected_usage}"))
+    if result.status == "function_call" and plan.call is not None and result.data != plan.call:
+        found.append(("data", f"function_call data {result.data!r}, planned {plan.call!r}"))
+    if (
+        is_quiet(result, outcome)
+        and plan.tail == "error_chunk"
+        and result.status == "error"
+        and not isinstance(result.data, ProviderError)
     ):
-        user = result.stop_reason == "user_request"
-        contexts = {
-            f.context
-            for f in accepted
-            if f.request.kind == "stop"
-            and bool(f.request.requester) == user
-            and f.request.requester not in INTERNAL_REQUESTERS
-        }
-        if result.stop_context not in contexts:
-            found.append(("stop_context", f"{result.stop_context!r} not in {sorted(contexts)}"))
+        found.append(("data", f"error data {result.data!r}"))
     return found
-
-
-def _check_status(outcome: Outcome, result: StreamResult) -> list[Violation]:
-    """Every status is explained by what happened; a quiet stream ends as its tail says."""
-    found: list[Violation] = []
-    plan, provider = outcome.plan, outcome.provider
-    accepted = _accepted_before_end(outcome)
-    kinds = {f.request.kind for f in accepted}
-    requesters = {f.request.requester for f in accepted if f.request.kind == "stop"}
-    disturbing = _disturbing(outcome)
-    failed_send = [
-        f
-        for f in disturbing
-        if not (isinstance(f, ErrorReply) and f.code in (10003, 50001))  # quiet ends (F4)
-    ]
-    reached = provider.reached
-    status, reason = result.status, result.stop_reason
-    explained = True
-    match status:
-        case "error":
-            explained = bool(reached & ERROR_TAILS) or bool(failed_send)
-        case "timeout":
-            explained = "hang" in reached
-        case "function_call":
-            explained = "function_call" in reached
-            calls = result.function_calls
-            if plan.call is not None and (not calls or result.data != plan.call):
-                found.append(("data", f"function_call data {result.data!r}"))
-        case "follow_up_interrupt":
-            explained = "follow_up" in kinds
-        case "completed" | "empty_response":
-            explained = "end" in reached
-            if (status == "completed") != (result.messages_sent > 0):  # B8
-                found.append(("B8", f"{status} with {result.messages_sent} messages"))
-        case "stopped_by_user":
-            match reason:
-                case "user_request" | "system_request":
-                    explained = "stop" in kinds
-                case "channel_deleted":
-                    explained = "channel_deleted" in requesters or any(
-                        isinstance(f, ErrorReply) and f.code == 10003 for f in disturbing
-                    )
-                case "missing_access":
-                    explained = any(
-                        isinstance(f, ErrorReply) and f.code == 50001 for f in disturbing
-                    )
-                case "flush_limit":
-                    explained = result.messages_sent == plan.config.flush_limit
-                case _:
-                    explained = False
-    if not explained:
-        found.append(("unexplained_status", f"{status}/{reason}, reached {sorted(reached)}"))
-    # A request made while the stream listened overrides any outcome of the stream's own
-    # course (an internal stop or a failing Discord aside): the stream ends by a request.
-    listened = outcome.ended_at if outcome.ended_at is not None else outcome.done_at
-    heard = [f for f in accepted if f.at < listened]
-    if heard and not disturbing and status not in ("stopped_by_user", "follow_up_interrupt"):
-        found.append(("request_ignored", f"{status} after {heard[0].request}"))
-    if is_quiet(outcome, result):
-        expected = {
-            "end": {"completed", "empty_response"},
-            "done": {"completed", "empty_response"},
-            "hang": {"timeout"},
-            "function_call": {"function_call"},
-        }.get(plan.tail, {"error"})
-        if status not in expected:
-            found.append(("quiet_status", f"tail {plan.tail} ended as {status}/{reason}"))
-        if status == "timeout" and provider.last_chunk_at is not None:  # B2
-            deadline = provider.last_chunk_at + plan.config.inactivity_timeout
-            closed = provider.closed_at if provider.closed_at is not None else float("inf")
-            if not deadline <= closed <= deadline + BOUND:
-                found.append(("timeout_timing", f"closed at {closed}, deadline {deadline}"))
-        if (
-            plan.tail == "error_chunk"
-            and status == "error"
-            and not isinstance(result.data, ProviderError)
-        ):
-            found.append(("data", f"error data {result.data!r}"))
-        # G6, G7: an error or a timeout shows one embed, last, unless suppressed; else none.
-        embeds = [i for i, m in enumerate(outcome.messages) if m.embeds]
-        want = 1 if status in ("error", "timeout") and not plan.suppress else 0
-        if len(embeds) != want or (want and embeds[0] != len(outcome.messages) - 1):
-            found.append(("embeds", f"{len(embeds)} embeds for {status}, suppress {plan.suppress}"))
-    return found
-
-
-def is_quiet(outcome: Outcome, result: StreamResult) -> bool:
-    """No request before the stream's end and no Discord fault that can change its course:
-    how it ends is then the tail's doing alone."""
-    limited = result.stop_reason in ("flush_limit", "send_message_limit")
-    return not _accepted_before_end(outcome) and not _disturbing(outcome) and not limited
 
 
 # -- the soak ----------------------------------------------------------------------------------
@@ -1699,17 +1302,14 @@ async def environment(
     a logged-in client, and an orchestrator on a registry that runs on the loop's (virtual)
     clock. `rate_limits` are switched on once the channels are set up."""
     loop = asyncio.get_running_loop()
-    async with DiscordEmulator() as api, discord_client(api) as client:
-        ids = [api.channel_id, *(api.add_channel(f"soak-{n}") for n in range(1, channels))]
-        fetched: list[discord.TextChannel] = []
-        for channel_id in [*ids, api.add_channel("soak-probe")]:
-            channel = await client.fetch_channel(channel_id)
-            assert isinstance(channel, discord.TextChannel)
-            fetched.append(channel)
-        reply_ids = {c: api.post_user_message("a question", channel_id=c) for c in ids}
-        stops = TimedRegistry(loop.time)
+    async with local_discord() as local:
+        api = local.api
+        fetched = [local.channel]
+        fetched += [await local.add_channel(f"soak-{n}") for n in range(1, channels)]
+        probe = await local.add_channel("soak-probe")
+        reply_ids = {c.id: api.post_user_message("a question", channel_id=c.id) for c in fetched}
+        stops = TimedRegistry(clock=loop.time, max_age=MAX_AGE)
         api.rate_limits = rate_limits
-        probe = fetched.pop()
         yield Env(api, orchestrator(stops), stops, fetched, reply_ids, probe)
 
 
@@ -1773,11 +1373,11 @@ async def answers_phase(report: Report, rng: random.Random, streams: int) -> Non
     three lines in order in its channel and in `accumulated_text` (F4)."""
     loop = asyncio.get_running_loop()
     tasks_before = set(asyncio.all_tasks())
-    async with DiscordEmulator() as api, discord_client(api) as client:
+    async with local_discord() as (api, client, _):
         ids = [api.channel_id, *(api.add_channel(f"answers-{n}") for n in range(1, streams))]
         channels = [client.get_partial_messageable(c, type=discord.ChannelType.text) for c in ids]
         probe = client.get_partial_messageable(api.add_channel("answers-probe"))
-        stops = TimedRegistry(loop.time)
+        stops = TimedRegistry(clock=loop.time, max_age=MAX_AGE)
         orchestrator = StreamOrchestrator(stops)
         plans = [make_answer(rng, n) for n in range(streams)]
         api.rate_limits = RateLimits()
@@ -1786,7 +1386,7 @@ async def answers_phase(report: Report, rng: random.Random, streams: int) -> Non
         async def answer(steps: tuple[Step, ...], channel: discord.PartialMessageable) -> object:
             try:
                 return await orchestrator.stream_to_discord(
-                    SoakProvider(steps, None), config, StreamContext(channel)
+                    SoakProvider(steps), config, StreamContext(channel)
                 )
             except Exception as error:
                 return error
@@ -1819,11 +1419,7 @@ async def answers_phase(report: Report, rng: random.Random, streams: int) -> Non
         if not await probe_client(env):
             report.wedged_clients += 1
             report.samples.append("answers: a probe send did not complete (B11)")
-    leftover = sorted(
-        getattr(t.get_coro(), "__qualname__", repr(t))
-        for t in set(asyncio.all_tasks()) - tasks_before
-        if t is not asyncio.current_task() and not t.done() and not server_side(t)
-    )
+    leftover = leftover_tasks(tasks_before)
     report.leaked_tasks += len(leftover)
     report.leaked_task_names.extend(leftover)
 
@@ -1920,6 +1516,7 @@ def render(report: Report) -> str:
         ("stops lost (consumed, result not theirs)", report.stops_lost),
         ("clients wedged (probe send after a batch)", report.wedged_clients),
         (f"answers lost or incomplete (of {report.answers})", report.answers_lost),
+        ("results with anomalies (impossible events)", report.anomalies),
         ("streams under Discord's real rate limits", report.limited_streams),
         ("cancels that left work in the background (B11)", report.background_requests),
         (

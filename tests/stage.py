@@ -1,24 +1,22 @@
 """Real parts for shell tests: the local Discord emulator, a logged-in discord.py client, an
-orchestrator with its own registry, and a provider that plays a script.
+orchestrator with its own registry, and the scripted provider.
 
-`ScriptProvider` plays steps in order: text to yield (as a `TextChunk`), any other value
-yielded as-is (a raw item that `process_chunk` returns unchanged, garbage included), a
-`Sleep`, a `Hang` (await forever), a `Do` (run a callable), or an exception to raise. It
-records what the shell did to it: whether it was started and closed, and the order of
-`on_stream_progress` and `process_chunk` calls.
+The provider is the test kit's `ScriptProvider` (`cordstream.shell.testing.script`, re-exported
+here with its steps): it plays text, raw items, `Sleep`, `Hang`, `Do` and exceptions, and
+records what the shell did to it (started, closed, the order of `process_chunk` calls and
+when).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import discord
 
-from cordstream.domain import ProcessedChunk, ProviderError, TextChunk
 from cordstream.shell import (
     StreamConfig,
     StreamContext,
@@ -27,72 +25,28 @@ from cordstream.shell import (
     StreamResult,
 )
 from cordstream.shell.stops import StopRegistry
-from cordstream.shell.testing.emulator import DiscordEmulator, discord_client
+from cordstream.shell.testing import (
+    DiscordEmulator,
+    Do,
+    Hang,
+    Raw,
+    ScriptProvider,
+    Sleep,
+    Step,
+    local_discord,
+)
 
-
-@dataclass(frozen=True)
-class Sleep:
-    seconds: float
-
-
-@dataclass(frozen=True)
-class Hang:
-    """The model stops answering: the next `__anext__` never returns."""
-
-
-@dataclass(frozen=True)
-class Do:
-    """Run `action` inside the provider, between two chunks, without awaiting anything."""
-
-    action: Callable[[], object]
-
-
-Step = str | Sleep | Hang | Do | BaseException | object
-
-
-@dataclass
-class ScriptProvider:
-    steps: Sequence[Step]
-    name: str = "script"
-    headline: str | None = None
-    calls: list[str] = field(default_factory=list)  # "progress", "process", "start", "close"
-    started: bool = False
-    closed: bool = False
-    raise_in_process: BaseException | None = None
-
-    async def _run(self) -> AsyncIterator[object]:
-        try:
-            for step in self.steps:
-                match step:
-                    case Sleep(seconds=seconds):
-                        await asyncio.sleep(seconds)
-                    case Hang():
-                        await asyncio.Event().wait()
-                    case Do(action=action):
-                        action()
-                    case BaseException():
-                        raise step
-                    case str():
-                        yield TextChunk(step)
-                    case _:
-                        yield step
-        finally:
-            self.closed = True
-            self.calls.append("close")
-
-    def start_stream(self, config: StreamConfig, context: StreamContext) -> AsyncIterator[object]:
-        self.started = True
-        self.calls.append("start")
-        return self._run()
-
-    def process_chunk(self, raw: object) -> ProcessedChunk:
-        self.calls.append("process")
-        if self.raise_in_process is not None:
-            raise self.raise_in_process
-        return raw  # type: ignore[return-value]  # garbage passes through on purpose
-
-    def describe_error(self, error: ProviderError, locale: str) -> str | None:
-        return self.headline
+__all__ = [
+    "Do",
+    "Hang",
+    "Raw",
+    "ScriptProvider",
+    "Sleep",
+    "Stage",
+    "Step",
+    "other_tasks",
+    "stage",
+]
 
 
 @dataclass
@@ -126,13 +80,11 @@ class Stage:
 
 
 @asynccontextmanager
-async def stage() -> AsyncIterator[Stage]:
+async def stage(registry: type[StopRegistry] = StopRegistry) -> AsyncIterator[Stage]:
     """A fresh emulator, client, channel and registry (start it inside the test body, so
-    looptime's virtual clock covers it)."""
-    async with DiscordEmulator() as api, discord_client(api) as client:
-        channel = await client.fetch_channel(api.channel_id)
-        assert isinstance(channel, discord.TextChannel)
-        stops = StopRegistry(clock=asyncio.get_running_loop().time)
+    looptime's virtual clock covers it); `registry` is the registry's class, on the loop's clock."""
+    async with local_discord() as (api, client, channel):
+        stops = registry(clock=asyncio.get_running_loop().time)
         yield Stage(api, client, channel, stops, StreamOrchestrator(stops))
 
 

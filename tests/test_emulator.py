@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,19 +34,11 @@ from cordstream.shell.testing.emulator import (
     RateLimited,
     RateLimits,
     discord_client,
+    local_discord,
     would_ping,
 )
 
 NONE = discord.AllowedMentions.none()
-
-
-@asynccontextmanager
-async def connected() -> AsyncIterator[tuple[DiscordEmulator, discord.Client, discord.TextChannel]]:
-    """An emulator, a logged-in client, and the default channel fetched through it."""
-    async with DiscordEmulator() as emulator, discord_client(emulator) as client:
-        channel = await client.fetch_channel(emulator.channel_id)
-        assert isinstance(channel, discord.TextChannel)
-        yield emulator, client, channel
 
 
 def now() -> float:
@@ -92,7 +83,7 @@ async def test_a_wrong_token_is_a_login_failure() -> None:
 
 @pytest.mark.asyncio
 async def test_fetch_channel_gives_a_guild_text_channel() -> None:
-    async with connected() as (emulator, client, channel):
+    async with local_discord() as (emulator, client, channel):
         assert channel.id == emulator.channel_id
         assert channel.guild.id == emulator.guild_id
         assert channel.name == "general"
@@ -139,7 +130,7 @@ async def test_replies_are_exactly_application_json() -> None:
 
 @pytest.mark.asyncio
 async def test_send_is_recorded_and_returns_a_message() -> None:
-    async with connected() as (emulator, _, channel):
+    async with local_discord() as (emulator, _, channel):
         message = await channel.send("hi", allowed_mentions=NONE)
         assert message.content == "hi"
         assert message.author.id == emulator.user_id
@@ -182,7 +173,7 @@ async def test_transcripts_are_per_channel() -> None:
 
 @pytest.mark.asyncio
 async def test_a_reply_is_recorded_with_its_reference_and_pings_nobody() -> None:
-    async with connected() as (emulator, _, channel):
+    async with local_discord() as (emulator, _, channel):
         question = emulator.post_user_message("what is 2+2?")
         reply = await channel.send(
             "4",
@@ -203,7 +194,7 @@ async def test_a_reply_is_recorded_with_its_reference_and_pings_nobody() -> None
 
 @pytest.mark.asyncio
 async def test_a_reply_that_mentions_the_author_pings_them() -> None:
-    async with connected() as (emulator, _, channel):
+    async with local_discord() as (emulator, _, channel):
         question = await channel.fetch_message(emulator.post_user_message("hello?"))
         assert question.author.id == emulator.owner_id
         await channel.send("hi", reference=question)  # discord.py's defaults: ping the author
@@ -215,7 +206,7 @@ async def test_a_reply_that_mentions_the_author_pings_them() -> None:
 
 @pytest.mark.asyncio
 async def test_a_reply_to_a_missing_message_fails_unless_allowed() -> None:
-    async with connected() as (emulator, _, channel):
+    async with local_discord() as (emulator, _, channel):
         missing = channel.get_partial_message(424242)
         with pytest.raises(discord.HTTPException) as failed:
             await channel.send("x", reference=missing)
@@ -230,7 +221,7 @@ async def test_a_reply_to_a_missing_message_fails_unless_allowed() -> None:
 
 @pytest.mark.asyncio
 async def test_embeds_are_recorded() -> None:
-    async with connected() as (emulator, _, channel):
+    async with local_discord() as (emulator, _, channel):
         embed = discord.Embed(title="Response timed out", description="…", colour=0xFFAA00)
         message = await channel.send(embed=embed, allowed_mentions=NONE)
         assert message.embeds[0].title == "Response timed out"
@@ -245,7 +236,7 @@ async def test_embeds_are_recorded() -> None:
 
 @pytest.mark.asyncio
 async def test_discord_limits_are_enforced() -> None:
-    async with connected() as (emulator, _, channel):
+    async with local_discord() as (emulator, _, channel):
         await channel.send("😀" * 2000)  # code points (as len), not UTF-16 units
         with pytest.raises(discord.HTTPException) as too_long:
             await channel.send("😀" * 2001)
@@ -262,7 +253,7 @@ async def test_discord_limits_are_enforced() -> None:
 
 @pytest.mark.asyncio
 async def test_edit_replaces_content_and_accumulates_pings() -> None:
-    async with connected() as (emulator, _, channel):
+    async with local_discord() as (emulator, _, channel):
         message = await channel.send("draft", allowed_mentions=NONE)
         edited = await message.edit(content="final <@42>", allowed_mentions=NONE)
         assert edited.content == "final <@42>"
@@ -280,7 +271,7 @@ async def test_edit_replaces_content_and_accumulates_pings() -> None:
 
 @pytest.mark.asyncio
 async def test_editing_others_or_missing_messages_fails() -> None:
-    async with connected() as (emulator, _, channel):
+    async with local_discord() as (emulator, _, channel):
         theirs = channel.get_partial_message(emulator.post_user_message("mine"))
         with pytest.raises(discord.Forbidden) as forbidden:
             await theirs.edit(content="hacked")
@@ -292,7 +283,7 @@ async def test_editing_others_or_missing_messages_fails() -> None:
 
 @pytest.mark.asyncio
 async def test_typing_is_a_204() -> None:
-    async with connected() as (emulator, _, channel):
+    async with local_discord() as (emulator, _, channel):
         await channel.typing()
         request = emulator.requests[-1]
         assert (request.method, request.kind, request.status) == ("POST", "typing", 204)
@@ -304,7 +295,7 @@ async def test_typing_is_a_204() -> None:
 
 @pytest.mark.asyncio
 async def test_everyone_pings_only_when_allowed() -> None:
-    async with connected() as (emulator, _, channel):
+    async with local_discord() as (emulator, _, channel):
         user, role = 123456789012345678, 876543210987654321
         text = f"@everyone look <@{user}> <@&{role}>"
         quiet = await channel.send(text, allowed_mentions=NONE)
@@ -356,7 +347,7 @@ def test_would_ping_follows_discords_rules() -> None:
 async def test_client_errors_raise_with_their_code(
     fault: ErrorReply, error: type[discord.HTTPException], code: int
 ) -> None:
-    async with connected() as (emulator, _, channel):
+    async with local_discord() as (emulator, _, channel):
         emulator.inject(fault, route="send")
         with pytest.raises(error) as raised:
             await channel.send("lost", allowed_mentions=NONE)
@@ -380,7 +371,7 @@ async def test_a_lone_surrogate_is_a_400_before_anything_is_recorded(
 ) -> None:
     """JSON can escape a lone surrogate but it has no UTF-8 form: 400 50109 at once (no 5xx,
     no retries), nothing in the transcript, and the request's `json` is None."""
-    async with connected() as (emulator, _, channel):
+    async with local_discord() as (emulator, _, channel):
         start = now()
         with pytest.raises(discord.HTTPException) as raised:
             await channel.send(allowed_mentions=NONE, **send)  # type: ignore[call-overload]
@@ -395,7 +386,7 @@ async def test_a_lone_surrogate_is_a_400_before_anything_is_recorded(
 
 @pytest.mark.asyncio
 async def test_a_surrogate_pair_is_read_as_the_character_it_encodes() -> None:
-    async with connected() as (emulator, _, channel):
+    async with local_discord() as (emulator, _, channel):
         message = await channel.send("pair \ud83d\ude00 ok", allowed_mentions=NONE)
         assert message.content == "pair \U0001f600 ok"
         assert emulator.text() == "pair \U0001f600 ok"
@@ -403,7 +394,7 @@ async def test_a_surrogate_pair_is_read_as_the_character_it_encodes() -> None:
 
 @pytest.mark.asyncio
 async def test_a_deleted_channel_is_unknown() -> None:
-    async with connected() as (emulator, _, channel):
+    async with local_discord() as (emulator, _, channel):
         await channel.send("before")
         emulator.delete_channel(channel.id)
         with pytest.raises(discord.NotFound) as raised:
@@ -414,7 +405,7 @@ async def test_a_deleted_channel_is_unknown() -> None:
 
 @pytest.mark.asyncio
 async def test_faults_are_taken_in_order_by_route_and_channel() -> None:
-    async with connected() as (emulator, _, channel):
+    async with local_discord() as (emulator, _, channel):
         other = emulator.add_channel("other")
         emulator.inject(MISSING_ACCESS, route="send")
         emulator.inject(MISSING_PERMISSIONS, route="any")
@@ -437,7 +428,7 @@ async def test_faults_are_taken_in_order_by_route_and_channel() -> None:
 @pytest.mark.asyncio
 @pytest.mark.looptime
 async def test_a_permanent_fault_lasts_until_cleared() -> None:
-    async with connected() as (emulator, _, channel):
+    async with local_discord() as (emulator, _, channel):
         emulator.inject(MISSING_PERMISSIONS, route="send", times=None)
         for _ in range(3):
             with pytest.raises(discord.Forbidden):
@@ -450,7 +441,7 @@ async def test_a_permanent_fault_lasts_until_cleared() -> None:
 @pytest.mark.asyncio
 @pytest.mark.looptime
 async def test_429_with_via_is_waited_out_and_retried_once() -> None:
-    async with connected() as (emulator, _, channel):
+    async with local_discord() as (emulator, _, channel):
         emulator.inject(RateLimited(retry_after=2.5), route="send")
         start = now()
         message = await channel.send("patience", allowed_mentions=NONE)
@@ -465,7 +456,7 @@ async def test_429_with_via_is_waited_out_and_retried_once() -> None:
 @pytest.mark.asyncio
 @pytest.mark.looptime
 async def test_429_without_via_is_not_retried() -> None:
-    async with connected() as (emulator, _, channel):
+    async with local_discord() as (emulator, _, channel):
         emulator.inject(RateLimited(retry_after=2.5, via=False), route="send")
         start = now()
         with pytest.raises(discord.HTTPException) as raised:
@@ -478,7 +469,7 @@ async def test_429_without_via_is_not_retried() -> None:
 @pytest.mark.asyncio
 @pytest.mark.looptime
 async def test_a_global_429_holds_every_request() -> None:
-    async with connected() as (emulator, _, channel):
+    async with local_discord() as (emulator, _, channel):
         emulator.inject(RateLimited(retry_after=3.0, is_global=True), route="send")
         start = now()
         sending = asyncio.create_task(channel.send("first"))
@@ -493,7 +484,7 @@ async def test_a_global_429_holds_every_request() -> None:
 @pytest.mark.asyncio
 @pytest.mark.looptime
 async def test_5xx_is_retried_with_backoff_then_succeeds() -> None:
-    async with connected() as (emulator, _, channel):
+    async with local_discord() as (emulator, _, channel):
         emulator.inject(INTERNAL_SERVER_ERROR, route="send")
         emulator.inject(BAD_GATEWAY, route="send")
         start = now()
@@ -506,7 +497,7 @@ async def test_5xx_is_retried_with_backoff_then_succeeds() -> None:
 @pytest.mark.asyncio
 @pytest.mark.looptime
 async def test_5xx_five_times_is_a_discord_server_error() -> None:
-    async with connected() as (emulator, _, channel):
+    async with local_discord() as (emulator, _, channel):
         emulator.inject(INTERNAL_SERVER_ERROR, route="send", times=5)
         start = now()
         with pytest.raises(discord.DiscordServerError) as raised:
@@ -520,7 +511,7 @@ async def test_5xx_five_times_is_a_discord_server_error() -> None:
 @pytest.mark.asyncio
 @pytest.mark.looptime
 async def test_a_slow_reply_takes_its_time() -> None:
-    async with connected() as (emulator, _, channel):
+    async with local_discord() as (emulator, _, channel):
         emulator.inject(Delay(30.0), route="send")
         start = now()
         await channel.send("slow")
@@ -531,7 +522,7 @@ async def test_a_slow_reply_takes_its_time() -> None:
 @pytest.mark.asyncio
 @pytest.mark.looptime
 async def test_a_slow_request_abandoned_by_the_client_is_still_accepted() -> None:
-    async with connected() as (emulator, _, channel):
+    async with local_discord() as (emulator, _, channel):
         emulator.inject(Delay(30.0), route="send")
         with pytest.raises(TimeoutError):
             async with asyncio.timeout(5.0):
@@ -546,7 +537,7 @@ async def test_a_slow_request_abandoned_by_the_client_is_still_accepted() -> Non
 async def test_idle_waits_for_a_request_still_being_answered() -> None:
     """A test (the soak, between batches) can wait until Discord has answered everything
     already sent, an abandoned slow request included."""
-    async with connected() as (emulator, _, channel):
+    async with local_discord() as (emulator, _, channel):
         await emulator.idle()  # nothing pending: returns at once
         assert now() == pytest.approx(0.0, abs=1.0)
         emulator.inject(Delay(30.0), route="send")
@@ -562,7 +553,7 @@ async def test_idle_waits_for_a_request_still_being_answered() -> None:
 @pytest.mark.asyncio
 @pytest.mark.looptime
 async def test_a_delay_then_a_fault() -> None:
-    async with connected() as (emulator, _, channel):
+    async with local_discord() as (emulator, _, channel):
         emulator.inject(Delay(4.0, then=MISSING_ACCESS), route="send")
         start = now()
         with pytest.raises(discord.Forbidden):
@@ -572,8 +563,8 @@ async def test_a_delay_then_a_fault() -> None:
 
 
 @pytest.mark.asyncio
-async def test_a_dropped_connection_is_server_disconnected() -> None:
-    async with connected() as (emulator, _, channel):
+async def test_a_dropped_connection_is_server_dislocal_discord() -> None:
+    async with local_discord() as (emulator, _, channel):
         emulator.inject(Drop(), route="send")
         with pytest.raises(aiohttp.ServerDisconnectedError):
             await channel.send("dropped")
@@ -586,7 +577,7 @@ async def test_a_dropped_connection_is_server_disconnected() -> None:
 
 @pytest.mark.asyncio
 async def test_a_dropped_get_on_a_reused_connection_is_retried_by_aiohttp() -> None:
-    async with connected() as (emulator, client, channel):
+    async with local_discord() as (emulator, client, channel):
         emulator.inject(Drop(), route="fetch")
         fetched = await client.fetch_channel(channel.id)
         assert fetched.id == channel.id
@@ -596,7 +587,7 @@ async def test_a_dropped_get_on_a_reused_connection_is_retried_by_aiohttp() -> N
 @pytest.mark.asyncio
 @pytest.mark.looptime
 async def test_closing_does_not_wait_for_delayed_requests() -> None:
-    async with connected() as (emulator, _, channel):
+    async with local_discord() as (emulator, _, channel):
         emulator.inject(Delay(1000.0), route="send")
         pending = asyncio.create_task(channel.send("never answered"))
         await asyncio.sleep(1.0)
@@ -714,7 +705,7 @@ async def test_buckets_are_per_channel_and_per_route() -> None:
 @pytest.mark.asyncio
 @pytest.mark.looptime
 async def test_discord_py_reads_the_bucket_and_waits_instead_of_meeting_a_429() -> None:
-    async with connected() as (emulator, _, channel):
+    async with local_discord() as (emulator, _, channel):
         emulator.rate_limits = SENDS_ONLY  # after the setup requests
         start = now()
         for n in range(6):
@@ -730,7 +721,7 @@ async def test_discord_py_reads_the_bucket_and_waits_instead_of_meeting_a_429() 
 @pytest.mark.asyncio
 @pytest.mark.looptime
 async def test_concurrent_sends_into_one_channel_meet_no_429_through_discord_py() -> None:
-    async with connected() as (emulator, _, channel):
+    async with local_discord() as (emulator, _, channel):
         emulator.rate_limits = SENDS_ONLY
         start = now()
         await asyncio.gather(*(channel.send(f"{n}") for n in range(12)))
@@ -786,7 +777,7 @@ async def test_a_global_429_makes_discord_py_hold_and_retry_until_all_arrive() -
 @pytest.mark.looptime
 async def test_edits_have_their_own_bucket() -> None:
     limits = RateLimits(edit=Limit(2, 5.0), global_limit=None)
-    async with connected() as (emulator, _, channel):
+    async with local_discord() as (emulator, _, channel):
         emulator.rate_limits = limits
         message = await channel.send("v0")
         start = now()

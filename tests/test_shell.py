@@ -39,7 +39,7 @@ from cordstream.shell.testing.emulator import (
     Drop,
     RateLimited,
 )
-from tests.stage import Do, Hang, ScriptProvider, Sleep, Stage, Step, other_tasks, stage
+from tests.stage import Do, Hang, Raw, ScriptProvider, Sleep, Stage, Step, other_tasks, stage
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.looptime]
 
@@ -73,6 +73,23 @@ async def test_B1_whatever_the_provider_does_becomes_one_result(provider: Script
         assert result.status == "error"
         assert isinstance(result.data, Exception)
         assert provider.closed
+
+
+async def test_B10_the_script_provider_notes_what_the_shell_did_to_it() -> None:
+    async with stage() as s:
+        loop = asyncio.get_running_loop()
+        gate = asyncio.Event()
+        loop.call_later(2, gate.set)
+        steps: list[Step] = ["a\n", Do(gate.wait), Raw("as is"), "never"]
+        provider = ScriptProvider(steps)
+        start = loop.time()
+        result = await s.stream(provider)
+        assert result.status == "error"  # B13: a str from process_chunk is garbage
+        assert provider.calls == ["start", "process", "process", "close"]
+        assert provider.started_at == start
+        assert provider.last_chunk_at == provider.closed_at == provider.aclose_at == start + 2
+        assert provider.reached == {"garbage"}
+        assert provider.running == 0
 
 
 async def test_B1_start_stream_raising_is_a_result() -> None:

@@ -33,21 +33,18 @@ from bench.soak import (
     REACTIONS,
     Cleanup,
     Env,
-    Fired,
-    Hang,
     Outcome,
     Plan,
     Reaction,
     Report,
-    Request,
     SoakProvider,
-    TimedRegistry,
     check_answer,
     check_stream,
     environment,
     judge_registry,
     main,
     make_plan,
+    outcome_of,
     probe_client,
     run_batch,
     soak,
@@ -58,7 +55,8 @@ from cordstream.shell import StreamConfig, StreamContext, StreamOrchestrator, St
 from cordstream.shell.stops import StopRegistry
 from cordstream.shell.testing.emulator import DiscordEmulator, Pings, SentMessage
 from tests.driver import Driver
-from tests.stage import ScriptProvider, stage
+from tests.oracle import Fired, Request, TimedRegistry
+from tests.stage import Hang, ScriptProvider, stage
 
 CHANNEL = 42
 REPLY = 7
@@ -120,7 +118,7 @@ def test_the_soaks_faults_are_what_they_say() -> None:
     stop by a cancellation of its pending `__anext__` and by `aclose()`."""
 
     async def drive(cleanup: Cleanup, reaction: Reaction) -> tuple[SoakProvider, list[str]]:
-        provider = SoakProvider(("a", Hang()), None, cleanup, reaction)
+        provider = SoakProvider(("a", Hang()), cleanup=cleanup, reaction=reaction)
         iterator = provider.start_stream(StreamConfig(), cast(StreamContext, None))
         seen: list[str] = []
         assert await anext(iterator) == TextChunk("a")
@@ -207,9 +205,10 @@ def message(content: str, *, pings: Pings | None = None, embed: bool = False) ->
     )
 
 
-def honest_outcome(text: str = "Hello") -> Outcome:
-    """A completed stream that sent `text` in one message, as the soak records it."""
-    plan = Plan(
+def honest_outcome(text: str = "Hello", **plan: Any) -> Outcome:
+    """A completed stream that sent `text` in one message, as the soak records it (its plan
+    changed by `plan`)."""
+    planned = Plan(
         index=0,
         steps=(text,),
         tail="end",
@@ -222,11 +221,13 @@ def honest_outcome(text: str = "Hello") -> Outcome:
         headline=None,
         call=None,
     )
-    provider = SoakProvider(plan.steps, None)
+    planned = replace(planned, **plan)
+    provider = SoakProvider(planned.steps)
     provider.started_at = provider.closed_at = provider.last_chunk_at = 0.0
     provider.aclose_at = 0.0
     provider.reached = {"end"}
-    outcome = Outcome(plan, CHANNEL, REPLY, provider, done_at=1.0, ended_at=1.0)
+    outcome = outcome_of(planned, CHANNEL, REPLY, provider)
+    outcome.done_at = outcome.ended_at = 1.0
     outcome.result = StreamResult(
         "completed", accumulated_text=text, messages_sent=1, messages=(text,)
     )
@@ -313,21 +314,30 @@ def test_a_status_nothing_explains_is_detected() -> None:
 
 
 def test_a_quiet_stream_that_raised_must_be_an_error() -> None:
-    outcome = honest_outcome()
-    outcome.plan = replace(outcome.plan, tail="raise")
+    outcome = honest_outcome(tail="raise")
     outcome.provider.reached = {"raise"}
     assert "quiet_status" in names(outcome)
 
 
 def test_a_missing_error_embed_is_detected() -> None:
-    outcome = honest_outcome("")
-    outcome.plan = replace(outcome.plan, tail="raise")
+    outcome = honest_outcome("", tail="raise")
     outcome.provider.reached = {"raise"}
     outcome.messages = []
     outcome.result = StreamResult("error", data=ValueError("x"))
     assert names(outcome) == {"embeds"}
     outcome.messages = [message("", embed=True)]
     assert check_stream(outcome) == []
+
+
+def test_a_result_with_anomalies_fails_the_soak() -> None:
+    outcome = honest_outcome()
+    assert outcome.result is not None
+    outcome.result = replace(outcome.result, anomalies=("a Delivered for a send not in flight",))
+    assert names(outcome) == {"anomalies"}
+    report = Report()
+    tally(report, outcome)
+    assert report.anomalies == 1
+    assert "anomalies" in report.failures()
 
 
 def test_an_ignored_request_is_detected() -> None:
@@ -355,8 +365,7 @@ def failing(outcome: Outcome) -> dict[str, int]:
 def cancelled_outcome() -> Outcome:
     """A caller that cancelled the call at 1.0, which raised CancelledError at 1.2: no result,
     the provider closed, the caller's task with its one cancel request still pending."""
-    outcome = honest_outcome("")
-    outcome.plan = replace(outcome.plan, caller="cancel", caller_at=1.0)
+    outcome = honest_outcome("", caller="cancel", caller_at=1.0)
     outcome.result, outcome.messages = None, []
     outcome.cancel_delivered = outcome.caller_cancelled = True
     outcome.interrupted_at, outcome.done_at = 1.0, 1.2
@@ -366,10 +375,10 @@ def cancelled_outcome() -> Outcome:
 
 def timed_out_outcome() -> Outcome:
     """A caller whose own `asyncio.timeout` fired at 1.0: TimeoutError, cancelling() back."""
-    outcome = honest_outcome("")
-    outcome.plan = replace(outcome.plan, caller="timeout", caller_at=1.0)
+    outcome = honest_outcome("", caller="timeout", caller_at=1.0)
     outcome.result, outcome.messages = None, []
     outcome.timeout_expired = outcome.timed_out = True
+    outcome.cancel_delivered = True  # the timeout reached the call
     outcome.interrupted_at, outcome.done_at = 1.0, 1.2
     return outcome
 
@@ -481,7 +490,7 @@ async def test_a_client_whose_sends_hang_is_wedged() -> None:
             await asyncio.sleep(3)  # a global 429 waited out
 
     def env(probe: object) -> Env:
-        stops = TimedRegistry(lambda: 0.0)
+        stops = TimedRegistry(clock=lambda: 0.0)
         channel = cast(discord.abc.Messageable, probe)
         return Env(DiscordEmulator(), StreamOrchestrator(stops), stops, [], {}, channel)
 
@@ -509,7 +518,7 @@ def judge(kind: str, at: float, status: str, reason: str | None = None) -> Repor
     """Leave a `kind` entry registered at `at` after a stream that ended at 10 with
     `status`, and judge the registry as the soak does."""
     now = [at]
-    stops = TimedRegistry(lambda: now[0])
+    stops = TimedRegistry(clock=lambda: now[0])
     env = Env(DiscordEmulator(), StreamOrchestrator(stops), stops, [], {})
     if kind == "stop":
         stops.request_stop(CHANNEL, "user-1")

@@ -1,15 +1,17 @@
-"""A test kit for bots built on cordstream: a local Discord that a real `discord.Client` talks to.
+"""A test kit for bots built on cordstream: a local Discord that a real `discord.Client` talks to,
+and a scripted model to stream into it.
 
 Nothing here is needed to stream an answer; it is for tests and demos. `DiscordEmulator` is an
 aiohttp server on 127.0.0.1 (a random port) that serves the part of Discord's REST API a
 streaming bot uses, records every request and each channel's transcript, injects faults on
 demand (429s, 403/404/5xx, dropped connections, slow replies) and, as an option, plays
-Discord's real rate limits. `discord_client` logs a real `discord.Client` into it. See
-`cordstream.shell.testing.emulator` for every detail, and the README's "Test your bot against a
-local Discord".
+Discord's real rate limits. `discord_client` logs a real `discord.Client` into it;
+`local_discord` does both and fetches the emulator's channel. `ScriptProvider` is a model that
+plays a script (text, chunks, pauses, a hang, an exception) and records what cordstream did to
+it. See `cordstream.shell.testing.emulator` and `cordstream.shell.testing.script` for every
+detail, and the README's "Test your bot against a local Discord".
 
-    async with DiscordEmulator() as api, discord_client(api) as client:
-        channel = await client.fetch_channel(api.channel_id)
+    async with local_discord() as (api, client, channel):
         ...  # call your bot's code with `channel`
         assert api.text() == "what your bot should have said"
 """
@@ -23,25 +25,36 @@ from cordstream.shell.testing.emulator import (
     ErrorReply,
     Fault,
     Limit,
+    LocalDiscord,
     RateLimited,
     RateLimits,
     RecordedRequest,
     SentMessage,
     discord_client,
+    local_discord,
 )
+from cordstream.shell.testing.script import Do, Hang, Raw, ScriptProvider, Sleep, Step
 
 # What a bot's tests need; the error codes, the route names and `would_ping` are in
 # `cordstream.shell.testing.emulator`.
 __all__ = [
     "Delay",
     "DiscordEmulator",
+    "Do",
     "Drop",
     "ErrorReply",
     "Fault",
+    "Hang",
     "Limit",
+    "LocalDiscord",
     "RateLimited",
     "RateLimits",
+    "Raw",
     "RecordedRequest",
+    "ScriptProvider",
     "SentMessage",
+    "Sleep",
+    "Step",
     "discord_client",
+    "local_discord",
 ]

@@ -67,11 +67,11 @@ import re
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any, Final, Literal, Self
+from typing import Any, Final, Literal, NamedTuple, Self
 
 import discord
 import discord.http
@@ -91,6 +91,7 @@ __all__ = [
     "Fault",
     "FaultRoute",
     "Limit",
+    "LocalDiscord",
     "Pings",
     "RateLimited",
     "RateLimits",
@@ -98,6 +99,7 @@ __all__ = [
     "RouteKind",
     "SentMessage",
     "discord_client",
+    "local_discord",
     "would_ping",
 ]
 
@@ -429,6 +431,17 @@ class _Call:
     ids: tuple[int, ...]
 
 
+@dataclass(frozen=True)
+class _Route:
+    """Where a request goes: its handler (None: not served), its kind, the ids in its path,
+    and whether the path is served at all (with another method: 405)."""
+
+    handler: _Handler | None
+    kind: RouteKind
+    ids: tuple[int, ...] = ()
+    path_known: bool = False
+
+
 class DiscordEmulator:
     """A local Discord REST API for one bot in one guild. Use as `async with DiscordEmulator()
     as discord_api:`; a real client reaches it through `discord_client(discord_api)`.
@@ -522,6 +535,11 @@ class DiscordEmulator:
         answers a request that was already sent."""
         while pending := {task for task in self._in_flight if not task.done()}:
             await asyncio.wait(pending)
+
+    @property
+    def started(self) -> bool:
+        """Whether it is listening (between `start()` and `close()`)."""
+        return self._runner is not None
 
     @property
     def base_url(self) -> str:
@@ -641,30 +659,26 @@ class DiscordEmulator:
             except ValueError:  # UnicodeEncodeError included
                 payload, bad_json = None, True
         path = request.rel_url.path
-        handler, kind, ids, path_known = self._resolve(request.method, path)
+        route = self._resolve(request.method, path)
         record = RecordedRequest(
             method=request.method,
             path=path,
-            kind=kind,
-            channel_id=ids[0] if kind not in ("login", "other") and ids else None,
+            kind=route.kind,
+            channel_id=route.ids[0] if route.kind not in ("login", "other") and route.ids else None,
             json=payload,
             headers=CIMultiDictProxy(CIMultiDict(request.headers)),
             at=asyncio.get_running_loop().time(),
         )
         self.requests.append(record)
         # None: the connection was dropped; aiohttp quietly fails to write the placeholder.
-        response = await self._respond(
-            request, record, handler=handler, ids=ids, path_known=path_known, bad_json=bad_json
-        )
+        response = await self._respond(_Call(request, record, route.ids), route, bad_json)
         if response is not None:
             record.status = response.status
         return response if response is not None else web.Response(status=204)
 
-    def _resolve(
-        self, method: str, path: str
-    ) -> tuple[_Handler | None, RouteKind, tuple[int, ...], bool]:
+    def _resolve(self, method: str, path: str) -> _Route:
         if not path.startswith(API_PREFIX):
-            return None, "other", (), False
+            return _Route(None, "other")
         local = path[len(API_PREFIX) :]
         path_known = False
         for route_method, pattern, kind, handler in self._routes:
@@ -673,57 +687,42 @@ class DiscordEmulator:
                 continue
             path_known = True
             if route_method == method:
-                return handler, kind, tuple(int(group) for group in match.groups()), True
-        return None, "other", (), path_known
+                return _Route(handler, kind, tuple(int(group) for group in match.groups()), True)
+        return _Route(None, "other", path_known=path_known)
 
     async def _respond(
-        self,
-        request: web.Request,
-        record: RecordedRequest,
-        *,
-        handler: _Handler | None,
-        ids: tuple[int, ...],
-        path_known: bool,
-        bad_json: bool,
+        self, call: _Call, route: _Route, bad_json: bool
     ) -> web.StreamResponse | None:
         """The response, or None when the connection was dropped."""
-        if request.headers.get("Authorization") != f"Bot {self.token}":
+        if call.request.headers.get("Authorization") != f"Bot {self.token}":
             return _json_response(401, {"message": "401: Unauthorized", "code": 0})
-        limited, headers = self._rate_limit(record)
+        limited, headers = self._rate_limit(call.record)
         if limited is not None:
             return limited
-        response = await self._respond_within_limits(
-            request, record, handler=handler, ids=ids, path_known=path_known, bad_json=bad_json
-        )
+        response = await self._respond_within_limits(call, route, bad_json)
         if response is not None:
             response.headers.update(headers)
         return response
 
     async def _respond_within_limits(
-        self,
-        request: web.Request,
-        record: RecordedRequest,
-        *,
-        handler: _Handler | None,
-        ids: tuple[int, ...],
-        path_known: bool,
-        bad_json: bool,
+        self, call: _Call, route: _Route, bad_json: bool
     ) -> web.StreamResponse | None:
+        record = call.record
         fault = self._take_fault(record.kind, record.channel_id)
         record.fault = fault
         if isinstance(fault, Delay):
             await asyncio.sleep(fault.seconds)
             fault = fault.then
         if fault is not None:
-            return self._faulted(request, fault)
-        if handler is None:
-            if path_known:
+            return self._faulted(call.request, fault)
+        if route.handler is None:
+            if route.path_known:
                 return _json_response(405, {"message": "405: Method Not Allowed", "code": 0})
             return _json_response(404, {"message": "404: Not Found", "code": 0})
         try:
             if bad_json:
                 raise _Reply(400, 50109, "The request body contains invalid JSON.")
-            return await handler(_Call(request, record, ids))
+            return await route.handler(call)
         except _Reply as reply:
             return _json_response(reply.status, reply.body)
 
@@ -1182,3 +1181,41 @@ async def discord_client(emulator: DiscordEmulator) -> AsyncIterator[discord.Cli
             await client.close()
         finally:
             discord.http.Route.BASE = previous
+
+
+class LocalDiscord(NamedTuple):
+    """What `local_discord` yields: the emulator, the client logged into it, and the
+    emulator's channel (`channel_id`) as the client sees it."""
+
+    api: DiscordEmulator
+    client: discord.Client
+    channel: discord.TextChannel
+
+    async def add_channel(self, name: str) -> discord.TextChannel:
+        """A new text channel in the emulator, fetched through the client."""
+        return await _text_channel(self.client, self.api.add_channel(name))
+
+
+@asynccontextmanager
+async def local_discord(emulator: DiscordEmulator | None = None) -> AsyncIterator[LocalDiscord]:
+    """A Discord of one's own: `emulator` (a new `DiscordEmulator()` by default), started
+    unless it is already, a client logged into it (`discord_client`) and its channel fetched.
+
+        async with local_discord() as (api, client, channel):
+            await channel.send("hi")
+            assert api.text() == "hi"
+
+    On exit the client is closed, and the emulator too when it was started here."""
+    api = DiscordEmulator() if emulator is None else emulator
+    async with AsyncExitStack() as stack:
+        if not api.started:
+            await stack.enter_async_context(api)
+        client = await stack.enter_async_context(discord_client(api))
+        yield LocalDiscord(api, client, await _text_channel(client, api.channel_id))
+
+
+async def _text_channel(client: discord.Client, channel_id: int) -> discord.TextChannel:
+    channel = await client.fetch_channel(channel_id)
+    if not isinstance(channel, discord.TextChannel):  # the emulator serves text channels only
+        raise TypeError(f"channel {channel_id} is a {type(channel).__name__}")
+    return channel
