@@ -65,7 +65,9 @@ def test_E9_degrees_2_and_3_pause_before_each_further_message() -> None:
     assert send.content == "First line."
     out = outbox.accepted(out, 0.0, None)
     out, pause = outbox.pump(out, config, 0.1, ending=False, hurry=False)
-    assert pause == TypingPause(2, pytest.approx(outbox.TYPING_MIN_SECONDS - 0.1))
+    assert isinstance(pause, TypingPause)
+    assert pause.token == 2
+    assert pause.seconds == pytest.approx(outbox.TYPING_MIN_SECONDS - 0.1)
     assert outbox.pump(out, config, 0.2, ending=False, hurry=False) == (out, None)  # pausing
     assert outbox.issued(out, 2)
     assert not outbox.issued(out, 3)
