@@ -6,7 +6,7 @@ listening on a channel is woken at once when an entry appears (B3); it consumes 
 resolves (C5), comparing identity, so an entry registered after its result stays for the next
 stream. What a stream does with an entry that arrives while its outcome is already decided (a
 stop after a follow-up wins; a stop during an internal stop stays here for the bot to see) is
-the core's decision: see "Requests while the stream ends" in `cordstream.domain.machine`.
+the core's decision: see `cordstream.domain.requests.resolve`.
 Entries older than five minutes are swept by the registry itself (C8).
 
 The registry is in-memory and belongs to one event loop: call it from that loop's thread

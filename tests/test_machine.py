@@ -982,8 +982,7 @@ def test_C7_stop_context_survives_a_deleted_channel_during_the_flush() -> None:
 
 # --- C2, C5, C7: requests while the last messages are in flight --------------------------------
 # The outcome is decided and a message is still on its way to Discord (a 429, a slow reply):
-# which later entry overrides which outcome ("Requests while the stream ends" in
-# domain/machine.py).
+# which later entry overrides which outcome (the table of `requests.resolve`).
 
 
 def _in_flight_then_follow_up() -> tuple[Driver, StopRequest]:
