@@ -87,6 +87,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Final, Self, TypeAlias, cast
 
 import anthropic
@@ -101,21 +102,14 @@ from anthropic.types import (
     ToolResultBlockParam,
 )
 
-from cordstream.domain import (
-    ErrorChunk,
-    FunctionCall,
-    ProcessedChunk,
-    ProviderError,
-    TextChunk,
-    Thought,
-)
+from cordstream import domain
 from cordstream.shell.providers import base
 from cordstream.shell.providers.base import ToolOutcome
 
-AnthropicItem: TypeAlias = ProcessedChunk
+AnthropicItem: TypeAlias = domain.ProcessedChunk
 """What `start_stream` yields: finished chunks (`base` says why `process_chunk` passes them on)."""
 
-_KEEP_ALIVE: Final = TextChunk("")
+_KEEP_ALIVE: Final = domain.TextChunk("")
 
 
 @dataclass
@@ -175,8 +169,8 @@ class _Block:
             block["input"] = self.input
         return cast("ContentBlockParam", block)
 
-    def call(self) -> FunctionCall:
-        return FunctionCall(
+    def call(self) -> domain.FunctionCall:
+        return domain.FunctionCall(
             name=self.initial("name"),
             arguments=dict(self.input or {}),  # a copy: the tool may not edit what goes back
             id=self.initial("id") or None,
@@ -192,7 +186,7 @@ class _ToolTurn:
     """The last answer, when it ended in tool calls: what `after_tools` appends."""
 
     content: tuple[ContentBlockParam, ...]
-    calls: tuple[FunctionCall, ...]
+    calls: tuple[domain.FunctionCall, ...]
 
 
 @dataclass
@@ -227,7 +221,7 @@ class _Answer:
             if block.type == "text"
         )
 
-    def take(self, event: RawMessageStreamEvent) -> ProcessedChunk | None:
+    def take(self, event: RawMessageStreamEvent) -> domain.ProcessedChunk | None:
         """Record one SDK event; what it shows now (None from `message_stop` on: the terminal
         chunk waits for the end of the body)."""
         if self.finished:
@@ -242,7 +236,7 @@ class _Answer:
             self.message_id = _text(message, "id") or None
             self.model = _text(message, "model") or None
             self.usage = _dump(getattr(message, "usage", None))
-            return TextChunk("", usage=dict(self.usage) or None)
+            return domain.TextChunk("", usage=dict(self.usage) or None)
         if kind == "content_block_start":
             block = _Block(_dump(getattr(event, "content_block", None)))
             self.blocks[_index(event)] = block
@@ -256,16 +250,14 @@ class _Answer:
             self.stop_sequence = _text(delta, "stop_sequence") or self.stop_sequence
             self.stop_details = getattr(delta, "stop_details", None) or self.stop_details
             self.usage = {**self.usage, **_dump(getattr(event, "usage", None))}
-            return TextChunk("", usage=dict(self.usage) or None)
+            return domain.TextChunk("", usage=dict(self.usage) or None)
         if kind == "message_stop":
             self.finished = True
             return None
         return _KEEP_ALIVE  # an event this adapter does not know: a keep-alive
 
-    def terminal(self) -> tuple[ProcessedChunk, _ToolTurn | None]:
+    def terminal(self) -> tuple[domain.ProcessedChunk, _ToolTurn | None]:
         """The last chunk of the stream, and the answer to remember for `after_tools`."""
-        if not self.finished:
-            return ErrorChunk(base.truncated_error()), None
         usage = dict(self.usage)
         tools = self.tool_blocks()
         for block in tools:
@@ -275,12 +267,12 @@ class _Answer:
             broken = next((block for block in tools if block.input_error is not None), None)
             if broken is not None:
                 name, problem = broken.initial("name"), str(broken.input_error)
-                return ErrorChunk(
+                return domain.ErrorChunk(
                     base.invalid_tool_arguments_error(name, problem), usage=usage
                 ), None
             calls = tuple(block.call() for block in tools)
             end = base.calls_end(calls, usage=usage)
-            if isinstance(end, ErrorChunk):
+            if isinstance(end, domain.ErrorChunk):
                 return end, None
             return end, _ToolTurn(tuple(block.param() for block in self.ordered()), calls)
         extra = {"stop_sequence": self.stop_sequence} if self.stop_sequence else {}
@@ -302,6 +294,11 @@ class AnthropicProvider(
 
     name = "anthropic"
     _label = "Anthropic"
+    messages = base.ReadOnly[tuple[MessageParam, ...]]()
+    max_tokens = base.ReadOnly[int]()
+    system = base.ReadOnly[str | Sequence[TextBlockParam] | None]()
+    tools = base.ReadOnly[tuple[ToolParam, ...] | None]()
+    params = base.ReadOnly[Mapping[str, object]]()
 
     def __init__(
         self,
@@ -317,31 +314,11 @@ class AnthropicProvider(
         if "stream" in params:
             raise TypeError("AnthropicProvider always streams; do not pass `stream`")
         super().__init__(client, model)
-        self._messages: tuple[MessageParam, ...] = tuple(messages)
+        self._messages = tuple(messages)
         self._max_tokens = max_tokens
         self._system = system
-        self._tools: tuple[ToolParam, ...] | None = tuple(tools) if tools else None
-        self._params: dict[str, object] = dict(params)
-
-    @property
-    def messages(self) -> tuple[MessageParam, ...]:
-        return self._messages
-
-    @property
-    def max_tokens(self) -> int:
-        return self._max_tokens
-
-    @property
-    def system(self) -> str | Sequence[TextBlockParam] | None:
-        return self._system
-
-    @property
-    def tools(self) -> tuple[ToolParam, ...] | None:
-        return self._tools
-
-    @property
-    def params(self) -> Mapping[str, object]:
-        return dict(self._params)
+        self._tools = tuple(tools) if tools else None
+        self._params = MappingProxyType(dict(params))
 
     def _continued(self, turn: _ToolTurn, outcomes: Sequence[ToolOutcome]) -> Self:
         results: list[ContentBlockParam] = []
@@ -396,19 +373,19 @@ class AnthropicProvider(
     def _answer(self) -> _Answer:
         return _Answer()
 
-    def _failure(self, error: Exception) -> ProviderError | None:
+    def _failure(self, error: Exception) -> domain.ProviderError | None:
         return _failure(error)
 
     async def _close_stream(self, stream: anthropic.AsyncStream[RawMessageStreamEvent]) -> None:
         await stream.close()
 
 
-def _on_delta(answer: _Answer, index: int, delta: object) -> ProcessedChunk:
+def _on_delta(answer: _Answer, index: int, delta: object) -> domain.ProcessedChunk:
     kind = getattr(delta, "type", None)
     if kind == "text_delta":
         text = _text(delta, "text")
         answer.block(index, "text").text.append(text)
-        return TextChunk(text)
+        return domain.TextChunk(text)
     if kind == "thinking_delta":
         thinking = _text(delta, "thinking")
         answer.block(index, "thinking").thinking.append(thinking)
@@ -443,18 +420,18 @@ def _dump(item: object) -> dict[str, object]:
     return {}
 
 
-def _shown(kind: str, text: str, thinking: str) -> ProcessedChunk:
+def _shown(kind: str, text: str, thinking: str) -> domain.ProcessedChunk:
     if kind == "text" and text:
-        return TextChunk(text)
+        return domain.TextChunk(text)
     if kind == "thinking" and thinking:
-        return TextChunk("", thoughts=(Thought("raw", thinking),))
+        return domain.TextChunk("", thoughts=(domain.Thought("raw", thinking),))
     return _KEEP_ALIVE
 
 
 # --- errors ---------------------------------------------------------------------------------
 
 
-def _failure(error: Exception) -> ProviderError | None:
+def _failure(error: Exception) -> domain.ProviderError | None:
     """The `ProviderError` for an SDK or HTTP failure; None for anything else (a bug: raise)."""
     if isinstance(error, anthropic.APIStatusError):
         return _status_failure(error)
@@ -469,7 +446,7 @@ def _failure(error: Exception) -> ProviderError | None:
     return None
 
 
-def _status_failure(error: anthropic.APIStatusError) -> ProviderError:
+def _status_failure(error: anthropic.APIStatusError) -> domain.ProviderError:
     error_type, message = _error_body(error.body)
     # A mid-stream `error` event arrives on the stream's own 2xx response: no HTTP status.
     status = error.status_code if error.status_code >= 400 else None

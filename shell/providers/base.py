@@ -57,7 +57,21 @@ from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, ClassVar, Final, Generic, Literal, Protocol, Self, TypeAlias, TypeVar
+from typing import (
+    Any,
+    ClassVar,
+    Final,
+    Generic,
+    Literal,
+    Never,
+    NoReturn,
+    Protocol,
+    Self,
+    TypeAlias,
+    TypeVar,
+    cast,
+    overload,
+)
 
 from cordstream.domain import (
     DoneChunk,
@@ -128,6 +142,34 @@ class ToolTurn(Protocol):
     def calls(self) -> tuple[FunctionCall, ...]: ...
 
 
+Value = TypeVar("Value")
+
+
+class ReadOnly(Generic[Value]):
+    """A read-only attribute of an adapter (`tools = ReadOnly[tuple[Tool, ...] | None]()`): it
+    reads `_<name>`, which the constructor sets, and refuses to be set (an adapter's request
+    is fixed; `after_tools` makes a new adapter)."""
+
+    _private = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._private = f"_{name}"
+
+    @overload
+    def __get__(self, instance: None, owner: type) -> Self: ...
+
+    @overload
+    def __get__(self, instance: object, owner: type) -> Value: ...
+
+    def __get__(self, instance: object, owner: type) -> Self | Value:
+        if instance is None:
+            return self
+        return cast("Value", getattr(instance, self._private))
+
+    def __set__(self, instance: object, value: Never) -> NoReturn:
+        raise AttributeError(f"{self._private[1:]!r} is read-only")
+
+
 TurnT = TypeVar("TurnT", bound=ToolTurn)
 TurnT_co = TypeVar("TurnT_co", bound=ToolTurn, covariant=True)
 ClientT = TypeVar("ClientT")
@@ -139,7 +181,8 @@ class StreamAnswer(Protocol[TurnT_co]):
 
     @property
     def finished(self) -> bool:
-        """The provider's finish signal came: a failure after it changes nothing."""
+        """The provider said how the answer ends (its finish signal): a failure after it
+        changes nothing, and a stream that ends without it is `truncated_error()`."""
         ...
 
     def take(self, event: Any, /) -> ProcessedChunk | None:
@@ -148,8 +191,8 @@ class StreamAnswer(Protocol[TurnT_co]):
         ...
 
     def terminal(self) -> tuple[ProcessedChunk, TurnT_co | None]:
-        """The stream is over: its last chunk, and the answer `after_tools` continues from
-        when it ended in tool calls."""
+        """The stream is over, `finished`: its last chunk, and the answer `after_tools`
+        continues from when it ended in tool calls."""
         ...
 
 
@@ -167,6 +210,8 @@ class Adapter(ABC, Generic[ClientT, StreamT, TurnT]):
     # the SDK needs no help.
     _sdk_packages: ClassVar[tuple[str, ...]] = ()
 
+    model = ReadOnly[str]()
+
     def __init__(self, client: ClientT, model: str) -> None:
         self._client = client
         self._model = model
@@ -175,10 +220,6 @@ class Adapter(ABC, Generic[ClientT, StreamT, TurnT]):
     @property
     def client(self) -> ClientT:
         return self._client
-
-    @property
-    def model(self) -> str:
-        return self._model
 
     def secrets(self) -> tuple[str, ...]:
         """The client's API key and credential headers, removed from every embed (G4)."""
@@ -261,8 +302,8 @@ class Adapter(ABC, Generic[ClientT, StreamT, TurnT]):
         finally:
             if stream is not None:
                 await self._close(stream, noted)
-        if failure is not None and not answer.finished:
-            yield ErrorChunk(failure)
+        if not answer.finished:
+            yield ErrorChunk(failure or truncated_error())
             return
         chunk, self._last_turn = answer.terminal()
         yield chunk

@@ -102,19 +102,12 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
-from cordstream.domain import (
-    ErrorChunk,
-    FunctionCall,
-    ProcessedChunk,
-    ProviderError,
-    TextChunk,
-    Thought,
-)
+from cordstream import domain
 from cordstream.shell.providers import base
 from cordstream.shell.providers.base import ToolOutcome
 from cordstream.shell.secrets import client_secrets
 
-GeminiItem: TypeAlias = ProcessedChunk
+GeminiItem: TypeAlias = domain.ProcessedChunk
 """What `start_stream` yields: finished chunks (`base` says why `process_chunk` passes them on)."""
 
 Contents: TypeAlias = types.ContentListUnion | types.ContentListUnionDict
@@ -139,7 +132,7 @@ class _ToolTurn:
     """The last answer, when it ended in function calls: what `after_tools` appends."""
 
     content: types.Content
-    calls: tuple[FunctionCall, ...]
+    calls: tuple[domain.FunctionCall, ...]
     wire_ids: Mapping[str, str | None]  # our call id → the id the model sent (None: none)
 
 
@@ -158,21 +151,22 @@ class _Answer:
 
     @property
     def finished(self) -> bool:
-        return self.finish_reason is not None
+        """A finish reason came, or the prompt was blocked (the API sends no finish reason)."""
+        return self.finish_reason is not None or self.block_reason is not None
 
-    def take(self, response: types.GenerateContentResponse) -> TextChunk:
+    def take(self, response: types.GenerateContentResponse) -> domain.TextChunk:
         """Record one SDK response; return what it shows now."""
         candidate = response.candidates[0] if response.candidates else None
         content = candidate.content if candidate is not None else None
         text: list[str] = []
-        thoughts: list[Thought] = []
+        thoughts: list[domain.Thought] = []
         for part in (content.parts if content is not None else None) or []:
             self.parts.append(part)
             if part.function_call is not None:
                 self.calls.append(part.function_call)
             elif part.text:
                 if part.thought:
-                    thoughts.append(Thought("summary", part.text))
+                    thoughts.append(domain.Thought("summary", part.text))
                 else:
                     text.append(part.text)
         self.shown.extend(text)
@@ -187,27 +181,31 @@ class _Answer:
             self.model = response.model_version
         if response.response_id:
             self.response_id = response.response_id
-        return TextChunk("".join(text), usage=response.usage_metadata, thoughts=tuple(thoughts))
+        return domain.TextChunk(
+            "".join(text), usage=response.usage_metadata, thoughts=tuple(thoughts)
+        )
 
-    def terminal(self) -> tuple[ProcessedChunk, _ToolTurn | None]:
+    def terminal(self) -> tuple[domain.ProcessedChunk, _ToolTurn | None]:
         """The last chunk of the stream, and the answer to remember for `after_tools`."""
         usage = self.usage
         visible = bool("".join(self.shown).strip())
         if self.block_reason is not None and not visible and not self.calls:
             blocked = base.content_blocked_error(base.wire_value(self.block_reason))
-            return ErrorChunk(blocked, usage=usage), None
+            return domain.ErrorChunk(blocked, usage=usage), None
         reason = self.finish_reason
-        if reason is None:
-            return ErrorChunk(base.truncated_error()), None
+        if reason is None:  # a blocked prompt, yet something came: no end was said
+            return domain.ErrorChunk(base.truncated_error()), None
         if self.calls and base.unify_finish_reason(reason) != "content_filter":
-            calls: list[FunctionCall] = []
+            calls: list[domain.FunctionCall] = []
             wire_ids: dict[str, str | None] = {}
             for index, call in enumerate(self.calls):
                 call_id = call.id or f"call_{index}"
                 wire_ids[call_id] = call.id or None
-                calls.append(FunctionCall(call.name or "", dict(call.args or {}), id=call_id))
+                calls.append(
+                    domain.FunctionCall(call.name or "", dict(call.args or {}), id=call_id)
+                )
             end = base.calls_end(calls, usage=usage)
-            if isinstance(end, ErrorChunk):
+            if isinstance(end, domain.ErrorChunk):
                 return end, None
             content = types.Content(role="model", parts=list(self.parts))
             return end, _ToolTurn(content, tuple(calls), wire_ids)
@@ -225,6 +223,8 @@ class GeminiProvider(
     _label = "Gemini"
     _calls = "function calls"
     _sdk_packages = (_SDK_PACKAGE,)
+    contents = base.ReadOnly[Contents]()
+    config = base.ReadOnly[Config]()
 
     def __init__(
         self,
@@ -237,14 +237,6 @@ class GeminiProvider(
         super().__init__(client, model)
         self._contents = contents
         self._config = config
-
-    @property
-    def contents(self) -> Contents:
-        return self._contents
-
-    @property
-    def config(self) -> Config:
-        return self._config
 
     def secrets(self) -> tuple[str, ...]:
         """The client's API key and credential headers, removed from every embed (G4)."""
@@ -280,7 +272,7 @@ class GeminiProvider(
     def _answer(self) -> _Answer:
         return _Answer()
 
-    def _failure(self, error: Exception) -> ProviderError | None:
+    def _failure(self, error: Exception) -> domain.ProviderError | None:
         return _failure(error) if isinstance(error, _FAILURES) else None
 
     async def _close_stream(self, stream: AsyncIterator[types.GenerateContentResponse]) -> None:
@@ -296,7 +288,7 @@ def _as_list(contents: Contents) -> list[types.ContentUnionDict]:
     return [cast("types.ContentUnionDict", contents)]
 
 
-def _failure(error: Exception) -> ProviderError:
+def _failure(error: Exception) -> domain.ProviderError:
     """An SDK or transport exception as a `ProviderError` (see **Errors** above)."""
     if isinstance(error, genai_errors.APIError):
         return _api_failure(error)
@@ -307,7 +299,7 @@ def _failure(error: Exception) -> ProviderError:
     return base.connection_error(error)
 
 
-def _api_failure(error: genai_errors.APIError) -> ProviderError:
+def _api_failure(error: genai_errors.APIError) -> domain.ProviderError:
     code: object = error.code
     status = code if isinstance(code, int) and not isinstance(code, bool) else None
     message = error.message if isinstance(error.message, str) else ""

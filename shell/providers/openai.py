@@ -97,6 +97,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Final, Self, TypeAlias, cast
 
 import openai
@@ -106,19 +107,11 @@ from openai.types.chat import (
     ChatCompletionToolUnionParam,
 )
 
-from cordstream.domain import (
-    ErrorChunk,
-    FunctionCall,
-    ProcessedChunk,
-    ProviderError,
-    TextChunk,
-    Thought,
-    normalize_usage,
-)
+from cordstream import domain
 from cordstream.shell.providers import base
 from cordstream.shell.providers.base import ToolOutcome
 
-OpenAIItem: TypeAlias = ProcessedChunk
+OpenAIItem: TypeAlias = domain.ProcessedChunk
 """What `start_stream` yields: finished chunks (`base` says why `process_chunk` passes them on)."""
 
 Message: TypeAlias = ChatCompletionMessageParam | Mapping[str, object]
@@ -221,7 +214,7 @@ class _Answer:
     def finished(self) -> bool:
         return self.finish_reason is not None
 
-    def take(self, chunk: ChatCompletionChunk) -> ProcessedChunk:
+    def take(self, chunk: ChatCompletionChunk) -> domain.ProcessedChunk:
         """Record one SDK chunk; return what it shows now."""
         piece = _read(chunk)
         for parts, value in (
@@ -242,7 +235,7 @@ class _Answer:
         if piece.serving_provider is not None:
             self.serving_provider = piece.serving_provider
         usage = _get(chunk, "usage")
-        if usage is not None and normalize_usage(usage) is not None:
+        if usage is not None and domain.normalize_usage(usage) is not None:
             self.usage = usage
         if piece.finish_reason is not None:
             self.finish_reason = piece.finish_reason
@@ -251,9 +244,9 @@ class _Answer:
             self.error = cast("Mapping[str, object]", error)
             self.finish_reason = "error"
         thought = piece.reasoning_content or piece.reasoning
-        return TextChunk(
+        return domain.TextChunk(
             piece.content + piece.refusal,
-            thoughts=(Thought("raw", thought),) if thought else (),
+            thoughts=(domain.Thought("raw", thought),) if thought else (),
             serving_provider=piece.serving_provider,
         )
 
@@ -287,11 +280,10 @@ class _Answer:
         if isinstance(arguments, str) and arguments:
             call.arguments.append(arguments)
 
-    def terminal(self) -> tuple[ProcessedChunk, _ToolTurn | None]:
+    def terminal(self) -> tuple[domain.ProcessedChunk, _ToolTurn | None]:
         """The last chunk of the stream, and the answer to remember for `after_tools`."""
         reason = self.finish_reason
-        if reason is None:
-            return ErrorChunk(base.truncated_error()), None
+        assert reason is not None, "only a finished answer has a terminal chunk"
         extra: dict[str, Any] = {"usage": self.usage, "serving_provider": self.serving_provider}
         if reason == "error":
             error = _reported(
@@ -300,9 +292,9 @@ class _Answer:
                 "the provider ended the answer with finish_reason 'error'",
                 original=self.error,
             )
-            return ErrorChunk(error, **extra), None
+            return domain.ErrorChunk(error, **extra), None
         if self.calls:
-            calls: list[FunctionCall] = []
+            calls: list[domain.FunctionCall] = []
             for call in sorted(self.calls.values(), key=lambda c: c.key):
                 try:
                     arguments = base.tool_arguments(call.raw_arguments) if call.name else {}
@@ -310,10 +302,10 @@ class _Answer:
                     error = base.invalid_tool_arguments_error(
                         call.name, f"{problem} (finish_reason {reason!r}): {_cut(call)}"
                     )
-                    return ErrorChunk(error, **extra), None
-                calls.append(FunctionCall(call.name, arguments, id=call.call_id))
+                    return domain.ErrorChunk(error, **extra), None
+                calls.append(domain.FunctionCall(call.name, arguments, id=call.call_id))
             end = base.calls_end(calls, **extra)
-            return end, None if isinstance(end, ErrorChunk) else self._tool_turn(calls)
+            return end, None if isinstance(end, domain.ErrorChunk) else self._tool_turn(calls)
         shown = "".join(self.content) + "".join(self.refusal)
         return base.text_end(
             reason,
@@ -323,7 +315,7 @@ class _Answer:
             **extra,
         ), None
 
-    def _tool_turn(self, calls: Sequence[FunctionCall]) -> _ToolTurn:
+    def _tool_turn(self, calls: Sequence[domain.FunctionCall]) -> _ToolTurn:
         ordered = sorted(self.calls.values(), key=lambda c: c.key)
         message: dict[str, object] = {
             "role": "assistant",
@@ -355,7 +347,7 @@ class _ToolTurn:
     """The last answer, when it ended in tool calls: what `after_tools` appends."""
 
     message: Mapping[str, object]
-    calls: tuple[FunctionCall, ...]
+    calls: tuple[domain.FunctionCall, ...]
 
 
 class OpenAIChatProvider(
@@ -366,6 +358,9 @@ class OpenAIChatProvider(
     name: str = "openai"
     _label = "OpenAI"
     _sdk_packages = _SDK_PACKAGES
+    messages = base.ReadOnly[tuple[Message, ...]]()
+    tools = base.ReadOnly[tuple[Tool, ...] | None]()
+    params = base.ReadOnly[Mapping[str, Any]]()
 
     def __init__(
         self,
@@ -379,21 +374,9 @@ class OpenAIChatProvider(
         if "stream" in params:
             raise TypeError("OpenAIChatProvider always streams; do not pass `stream`")
         super().__init__(client, model)
-        self._messages: tuple[Message, ...] = tuple(messages)
-        self._tools: tuple[Tool, ...] | None = tuple(tools) if tools else None
-        self._params: dict[str, Any] = dict(params)
-
-    @property
-    def messages(self) -> tuple[Message, ...]:
-        return self._messages
-
-    @property
-    def tools(self) -> tuple[Tool, ...] | None:
-        return self._tools
-
-    @property
-    def params(self) -> Mapping[str, Any]:
-        return dict(self._params)
+        self._messages = tuple(messages)
+        self._tools = tuple(tools) if tools else None
+        self._params = MappingProxyType(dict(params))
 
     def _continued(self, turn: _ToolTurn, outcomes: Sequence[ToolOutcome]) -> Self:
         results: list[Message] = [
@@ -435,7 +418,7 @@ class OpenAIChatProvider(
     def _answer(self) -> _Answer:
         return _Answer()
 
-    def _failure(self, error: Exception) -> ProviderError | None:
+    def _failure(self, error: Exception) -> domain.ProviderError | None:
         return _failure(error)
 
     def _sdk_root(self, stream: openai.AsyncStream[ChatCompletionChunk]) -> object:
@@ -445,7 +428,7 @@ class OpenAIChatProvider(
         await stream.close()
 
 
-def _failure(error: Exception) -> ProviderError | None:
+def _failure(error: Exception) -> domain.ProviderError | None:
     """An SDK exception as a `ProviderError` (see **Errors** in the module docstring); None for
     anything else (a bug: it propagates)."""
     if isinstance(error, json.JSONDecodeError):
@@ -466,7 +449,7 @@ def _failure(error: Exception) -> ProviderError | None:
 
 def _reported(
     status: int | None, details: Mapping[str, object], fallback: str, *, original: object
-) -> ProviderError:
+) -> domain.ProviderError:
     """An error the provider described as `{"message", "type", "code"}`."""
     message, error_type, code = details.get("message"), details.get("type"), details.get("code")
     return base.error_from_status(
