@@ -7,7 +7,8 @@ the API's `{"type": "error", "error": {"type", "message"}}` bodies, as an HTTP r
 mid-stream `event: error`.
 
 Two levels: the adapter's own chunk sequence (`start_stream` → `process_chunk`, read to the
-end), and the same streams end to end through `stream_to_discord` into the Discord emulator.
+end, tests/adapters.py), and the same streams end to end through `stream_to_discord` into the
+Discord emulator.
 """
 
 from __future__ import annotations
@@ -15,10 +16,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import cast
+from typing import Any
 
 import anthropic
-import discord
 import httpx2
 import pytest
 
@@ -33,11 +33,12 @@ from cordstream.domain import (
     Thought,
     TokenUsage,
 )
-from cordstream.shell import StreamConfig, StreamContext, StreamResult
+from cordstream.shell import StreamConfig
 from cordstream.shell.providers.anthropic import AnthropicProvider
 from cordstream.shell.providers.base import ToolOutcome
+from tests.adapters import ADAPTER_ONLY, Served, anthropic_served, collect, last_error, text_of
 from tests.sse import ModelServer, Reply, sse
-from tests.stage import Stage, stage
+from tests.stage import stage
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.looptime]
 
@@ -179,7 +180,6 @@ def error_event(error_type: str, message: str) -> bytes:
 # --- helpers -------------------------------------------------------------------------------
 
 QUESTION: list[anthropic.types.MessageParam] = [{"role": "user", "content": "What's up?"}]
-NO_CHANNEL = StreamContext(cast(discord.abc.Messageable, None))
 WEATHER_TOOL: anthropic.types.ToolParam = {
     "name": "get_weather",
     "description": "Current weather in a city",
@@ -187,40 +187,33 @@ WEATHER_TOOL: anthropic.types.ToolParam = {
 }
 
 
-@asynccontextmanager
-async def model(
-    *replies: Reply,
-    max_retries: int = 0,
+def claude(
+    client: anthropic.AsyncAnthropic,
+    *,
+    max_tokens: int = 1024,
     system: str | None = None,
     tools: Sequence[anthropic.types.ToolParam] | None = None,
     **params: object,
+) -> AnthropicProvider:
+    """The adapter on `client`, asking `MODEL` the `QUESTION`."""
+    return AnthropicProvider(
+        client,
+        model=MODEL,
+        messages=QUESTION,
+        max_tokens=max_tokens,
+        system=system,
+        tools=tools,
+        **params,
+    )
+
+
+@asynccontextmanager
+async def model(
+    *replies: Reply, max_retries: int = 0, **options: Any
 ) -> AsyncIterator[tuple[ModelServer, AnthropicProvider]]:
     """A local server playing `replies`, and an adapter whose SDK client points at it."""
-    async with ModelServer(replies) as server:
-        client = anthropic.AsyncAnthropic(
-            base_url=server.url, api_key="sk-ant-test", max_retries=max_retries
-        )
-        provider = AnthropicProvider(
-            client,
-            model=MODEL,
-            messages=QUESTION,
-            max_tokens=1024,
-            system=system,
-            tools=tools,
-            **params,
-        )
-        try:
-            yield server, provider
-        finally:
-            await client.close()
-
-
-async def chunks(provider: AnthropicProvider) -> list[ProcessedChunk]:
-    """Everything the adapter makes of one stream, read to the end."""
-    return [
-        provider.process_chunk(raw)
-        async for raw in provider.start_stream(StreamConfig(), NO_CHANNEL)
-    ]
+    async with anthropic_served(*replies, max_retries=max_retries) as served:
+        yield served.server, claude(served.client, **options)
 
 
 def shown(sequence: Sequence[ProcessedChunk]) -> list[ProcessedChunk]:
@@ -235,24 +228,6 @@ def shown(sequence: Sequence[ProcessedChunk]) -> list[ProcessedChunk]:
             and chunk.usage is None
         )
     ]
-
-
-def text_of(sequence: Sequence[ProcessedChunk]) -> str:
-    return "".join(chunk.content for chunk in sequence if isinstance(chunk, TextChunk))
-
-
-def error_of(sequence: Sequence[ProcessedChunk]) -> ProviderError:
-    last = sequence[-1]
-    assert isinstance(last, ErrorChunk)
-    assert last.error is not None
-    return last.error
-
-
-async def to_discord(
-    s: Stage, provider: AnthropicProvider, inactivity_timeout: float = 120.0
-) -> StreamResult:
-    config = StreamConfig(inactivity_timeout=inactivity_timeout)
-    return await s.orchestrator.stream_to_discord(provider, config, s.context())
 
 
 def usage(
@@ -278,7 +253,7 @@ def usage(
 async def test_plain_text_streams_deltas_and_ends_with_done_and_merged_usage() -> None:
     reply = answer(text_block(0, "Hello", " there!"))
     async with model(reply) as (_, provider):
-        sequence = await chunks(provider)
+        sequence = await collect(provider)
     assert shown(sequence) == [
         TextChunk("", usage=usage(output_tokens=1)),  # message_start: the input side at once
         TextChunk("Hello"),
@@ -303,7 +278,7 @@ async def test_plain_text_streams_deltas_and_ends_with_done_and_merged_usage() -
 async def test_plain_text_end_to_end_lands_in_the_channel_with_both_sides_of_usage() -> None:
     reply = answer(text_block(0, "Hello there!\n", "How are", " you?"))
     async with stage() as s, model(reply) as (_, provider):
-        result = await to_discord(s, provider)
+        result = await s.stream(provider)
     assert result.status == "completed"
     assert result.accumulated_text == s.api.text() == "Hello there!\nHow are you?"  # F2
     assert s.contents == ["Hello there!", "How are you?"]
@@ -320,7 +295,7 @@ async def test_text_blocks_are_joined_as_sent_without_a_separator() -> None:
     # A citation splits an answer into consecutive text blocks; the model writes the spaces.
     reply = answer(text_block(0, "The sky is "), text_block(1, "blue", "."))
     async with model(reply) as (_, provider):
-        sequence = await chunks(provider)
+        sequence = await collect(provider)
     assert text_of(sequence) == "The sky is blue."
 
 
@@ -332,7 +307,7 @@ async def test_cached_input_counts_on_the_input_side() -> None:
         message_stop(),
     )
     async with stage() as s, model(Reply(frames=frames)) as (_, provider):
-        result = await to_discord(s, provider)
+        result = await s.stream(provider)
     assert result.status == "completed"
     assert result.usage == TokenUsage(input_tokens=2310, output_tokens=7)
 
@@ -350,7 +325,7 @@ async def test_usage_is_the_latest_running_total_never_a_sum() -> None:
         message_stop(),
     )
     async with model(Reply(frames=frames)) as (_, provider):
-        sequence = await chunks(provider)
+        sequence = await collect(provider)
     reported = [chunk.usage for chunk in sequence if chunk.usage is not None]
     assert [u["output_tokens"] for u in reported] == [1, 40, 95, 95]  # type: ignore[index]
     assert all(u["input_tokens"] == 30 for u in reported)  # type: ignore[index]
@@ -360,7 +335,7 @@ async def test_usage_is_the_latest_running_total_never_a_sum() -> None:
     assert done.metadata["finish_reason"] == "stop"  # the stop reason of the later delta
 
     async with stage() as s, model(Reply(frames=frames)) as (_, provider):
-        result = await to_discord(s, provider)
+        result = await s.stream(provider)
     assert result.usage == TokenUsage(input_tokens=30, output_tokens=95)
 
 
@@ -373,7 +348,7 @@ async def test_message_delta_input_fields_overlay_message_start() -> None:
         message_stop(),
     )
     async with model(Reply(frames=frames)) as (_, provider):
-        sequence = await chunks(provider)
+        sequence = await collect(provider)
     assert sequence[-1].usage == usage(input_tokens=31, output_tokens=12, cache_read=5)
 
 
@@ -385,7 +360,7 @@ async def test_thinking_deltas_are_raw_thoughts_and_never_text() -> None:
         thinking_block(0, "Let me think", " about it."), text_block(1, "The answer is 4.")
     )
     async with model(reply) as (_, provider):
-        sequence = await chunks(provider)
+        sequence = await collect(provider)
     thoughts = [thought for chunk in sequence for thought in chunk.thoughts]
     assert thoughts == [Thought("raw", "Let me think"), Thought("raw", " about it.")]
     assert text_of(sequence) == "The answer is 4."
@@ -397,7 +372,7 @@ async def test_thinking_end_to_end_goes_to_the_thought_log_not_the_channel() -> 
         thinking_block(0, "Let me think", " about it."), text_block(1, "The answer is 4.")
     )
     async with stage() as s, model(reply) as (_, provider):
-        result = await to_discord(s, provider)
+        result = await s.stream(provider)
     assert result.status == "completed"
     assert s.contents == ["The answer is 4."]
     assert result.thought_log is not None
@@ -411,7 +386,7 @@ async def test_redacted_thinking_shows_nothing() -> None:
         block_stop(0),
     ]
     async with model(answer(redacted, text_block(1, "Done."))) as (_, provider):
-        sequence = await chunks(provider)
+        sequence = await collect(provider)
     assert text_of(sequence) == "Done."
     assert not any(chunk.thoughts for chunk in sequence)
 
@@ -435,7 +410,7 @@ TOKYO = FunctionCall("get_weather", {"city": "Tokyo", "unit": "c"}, id="toolu_01
 
 async def test_parallel_tool_calls_come_last_in_one_chunk_with_the_usage() -> None:
     async with model(two_tool_calls(), tools=[WEATHER_TOOL]) as (_, provider):
-        sequence = await chunks(provider)
+        sequence = await collect(provider)
     last = sequence[-1]
     assert last == FunctionCallChunk((PARIS, TOKYO), usage=usage(output_tokens=89))
     assert last.usage == usage(output_tokens=89)
@@ -446,7 +421,7 @@ async def test_parallel_tool_calls_come_last_in_one_chunk_with_the_usage() -> No
 
 async def test_parallel_tool_calls_end_to_end_are_a_function_call_result() -> None:
     async with stage() as s, model(two_tool_calls(), tools=[WEATHER_TOOL]) as (_, provider):
-        result = await to_discord(s, provider)
+        result = await s.stream(provider)
     assert result.status == "function_call"
     assert result.function_calls == (PARIS, TOKYO)
     assert result.data == PARIS
@@ -457,7 +432,7 @@ async def test_parallel_tool_calls_end_to_end_are_a_function_call_result() -> No
 async def test_a_tool_call_without_input_has_empty_arguments() -> None:
     reply = answer(tool_block(0, "toolu_01C", "get_time"), stop_reason="tool_use")
     async with model(reply) as (_, provider):
-        sequence = await chunks(provider)
+        sequence = await collect(provider)
     last = sequence[-1]
     assert isinstance(last, FunctionCallChunk)
     assert last.calls == (FunctionCall("get_time", {}, id="toolu_01C"),)
@@ -473,8 +448,8 @@ async def test_tool_input_that_is_not_a_json_object_is_a_retryable_error(
 ) -> None:
     reply = answer(tool_block(0, "toolu_01D", "get_weather", *fragments), stop_reason="tool_use")
     async with model(reply) as (_, provider):
-        sequence = await chunks(provider)
-    error = error_of(sequence)
+        sequence = await collect(provider)
+    error = last_error(sequence)
     assert error.kind == "api_error"
     assert error.code == "invalid_tool_arguments"
     assert error.retryable
@@ -492,7 +467,7 @@ async def test_a_tool_call_cut_by_max_tokens_is_not_a_call() -> None:
         stop_reason="max_tokens",
     )
     async with model(reply) as (_, provider):
-        sequence = await chunks(provider)
+        sequence = await collect(provider)
     assert not any(isinstance(chunk, FunctionCallChunk | ErrorChunk) for chunk in sequence)
     done = sequence[-1]
     assert isinstance(done, DoneChunk)
@@ -515,7 +490,7 @@ async def test_a_tool_call_cut_by_max_tokens_is_not_a_call() -> None:
 async def test_stop_reasons_are_unified(stop_reason: str, finish_reason: str) -> None:
     reply = answer(text_block(0, "Partial answer"), stop_reason=stop_reason)
     async with model(reply) as (_, provider):
-        sequence = await chunks(provider)
+        sequence = await collect(provider)
     done = sequence[-1]
     assert isinstance(done, DoneChunk)
     assert done.metadata is not None
@@ -527,7 +502,7 @@ async def test_stop_reasons_are_unified(stop_reason: str, finish_reason: str) ->
 async def test_max_tokens_end_to_end_completes_with_what_was_written() -> None:
     reply = answer(text_block(0, "A long answer that was cu"), stop_reason="max_tokens")
     async with stage() as s, model(reply) as (_, provider):
-        result = await to_discord(s, provider)
+        result = await s.stream(provider)
     assert result.status == "completed"
     assert isinstance(result.data, dict)
     assert result.data["finish_reason"] == "length"
@@ -550,7 +525,7 @@ async def test_a_matched_stop_sequence_is_in_the_metadata() -> None:
         message_stop(),
     )
     async with model(Reply(frames=frames), stop_sequences=["3"]) as (server, provider):
-        sequence = await chunks(provider)
+        sequence = await collect(provider)
     done = sequence[-1]
     assert isinstance(done, DoneChunk)
     assert done.metadata is not None
@@ -581,7 +556,7 @@ def refusal(*pieces: str) -> Reply:
 
 async def test_a_refusal_after_text_is_done_with_content_filter() -> None:
     async with model(refusal("I can help with part of", " that")) as (_, provider):
-        sequence = await chunks(provider)
+        sequence = await collect(provider)
     done = sequence[-1]
     assert isinstance(done, DoneChunk)
     assert done.metadata is not None
@@ -591,8 +566,8 @@ async def test_a_refusal_after_text_is_done_with_content_filter() -> None:
 
 async def test_a_refusal_without_text_is_content_blocked() -> None:
     async with model(refusal()) as (_, provider):
-        sequence = await chunks(provider)
-    error = error_of(sequence)
+        sequence = await collect(provider)
+    error = last_error(sequence)
     assert error.kind == "content_blocked"
     assert error.code == "refusal"
     assert not error.retryable
@@ -601,11 +576,11 @@ async def test_a_refusal_without_text_is_content_blocked() -> None:
 
 async def test_a_refusal_end_to_end_with_and_without_text() -> None:
     async with stage() as s, model(refusal("I can't go", " further.")) as (_, provider):
-        result = await to_discord(s, provider)
+        result = await s.stream(provider)
         assert result.status == "completed"
         assert s.contents == ["I can't go further."]
     async with stage() as s, model(refusal()) as (_, provider):
-        result = await to_discord(s, provider)
+        result = await s.stream(provider)
         assert result.status == "error"
         assert isinstance(result.data, ProviderError)
         assert result.data.kind == "content_blocked"
@@ -640,9 +615,9 @@ async def test_http_errors_map_to_provider_errors(
 ) -> None:
     reply = Reply(status=status, body=error_body(error_type, message))
     async with model(reply) as (server, provider):
-        sequence = await chunks(provider)
+        sequence = await collect(provider)
     assert len(sequence) == 1
-    error = error_of(sequence)
+    error = last_error(sequence)
     assert (error.kind, error.retryable, error.code) == (kind, retryable, status)
     assert error.message == message
     assert isinstance(error.original, anthropic.APIStatusError)
@@ -652,7 +627,7 @@ async def test_http_errors_map_to_provider_errors(
 async def test_http_429_end_to_end_is_an_error_result_with_the_rate_limit_headline() -> None:
     reply = Reply(status=429, body=error_body("rate_limit_error", "Slow down"))
     async with stage() as s, model(reply) as (_, provider):
-        result = await to_discord(s, provider)
+        result = await s.stream(provider)
     assert result.status == "error"
     assert isinstance(result.data, ProviderError)
     assert result.data.kind == "rate_limit"
@@ -664,7 +639,7 @@ async def test_http_429_end_to_end_is_an_error_result_with_the_rate_limit_headli
 async def test_http_404_unknown_model_end_to_end_is_a_model_error() -> None:
     reply = Reply(status=404, body=error_body("not_found_error", "model: claude-x"))
     async with stage() as s, model(reply) as (_, provider):
-        result = await to_discord(s, provider)
+        result = await s.stream(provider)
     assert result.status == "error"
     assert isinstance(result.data, ProviderError)
     assert result.data.kind == "model_error"
@@ -679,8 +654,8 @@ async def test_a_mid_stream_overloaded_event_is_provider_overloaded() -> None:
         error_event("overloaded_error", "Overloaded"),
     )
     async with model(Reply(frames=frames)) as (_, provider):
-        sequence = await chunks(provider)
-    error = error_of(sequence)
+        sequence = await collect(provider)
+    error = last_error(sequence)
     assert error.kind == "provider_overloaded"
     assert error.retryable
     assert error.code == "overloaded_error"
@@ -698,7 +673,7 @@ async def test_a_mid_stream_error_end_to_end_keeps_the_text_and_the_input_usage(
         error_event("overloaded_error", "Overloaded"),
     )
     async with stage() as s, model(Reply(frames=frames)) as (_, provider):
-        result = await to_discord(s, provider)
+        result = await s.stream(provider)
     assert result.status == "error"
     assert isinstance(result.data, ProviderError)
     assert result.data.kind == "provider_overloaded"
@@ -712,16 +687,16 @@ async def test_a_mid_stream_error_end_to_end_keeps_the_text_and_the_input_usage(
 async def test_a_mid_stream_error_of_another_type_is_retryable_api_error() -> None:
     frames = [message_start(), error_event("api_error", "Internal server error")]
     async with model(Reply(frames=frames)) as (_, provider):
-        sequence = await chunks(provider)
-    error = error_of(sequence)
+        sequence = await collect(provider)
+    error = last_error(sequence)
     assert (error.kind, error.retryable, error.code) == ("api_error", True, "api_error")
 
 
 async def test_a_connection_cut_mid_stream_is_a_connection_error() -> None:
     frames = answer(text_block(0, "Hello", " there")).frames
     async with model(Reply(frames=frames, cut_after=4)) as (_, provider):  # after "Hello"
-        sequence = await chunks(provider)
-    error = error_of(sequence)
+        sequence = await collect(provider)
+    error = last_error(sequence)
     assert (error.kind, error.code, error.retryable) == ("api_error", "connection_error", True)
     assert isinstance(error.original, httpx2.TransportError)  # the SDK does not wrap it
     assert text_of(sequence) == "Hello"
@@ -730,7 +705,7 @@ async def test_a_connection_cut_mid_stream_is_a_connection_error() -> None:
 async def test_a_connection_cut_end_to_end_is_an_error_with_what_was_written() -> None:
     frames = answer(text_block(0, "Hello\n", "there")).frames
     async with stage() as s, model(Reply(frames=frames, cut_after=5)) as (_, provider):
-        result = await to_discord(s, provider)
+        result = await s.stream(provider)
     assert result.status == "error"
     assert isinstance(result.data, ProviderError)
     assert result.data.code == "connection_error"
@@ -742,27 +717,23 @@ async def test_a_refused_connection_is_a_connection_error() -> None:
     async with ModelServer() as server:
         url = server.url  # the server stops: nothing listens on this port any more
     client = anthropic.AsyncAnthropic(base_url=url, api_key="k", max_retries=0)
-    provider = AnthropicProvider(client, model=MODEL, messages=QUESTION, max_tokens=64)
-    sequence = await chunks(provider)
+    sequence = await collect(claude(client, max_tokens=64))
     await client.close()
-    error = error_of(sequence)
+    error = last_error(sequence)
     assert (error.kind, error.code, error.retryable) == ("api_error", "connection_error", True)
     assert isinstance(error.original, anthropic.APIConnectionError)
 
 
 async def test_the_clients_read_timeout_mid_stream_is_a_timeout() -> None:
     frames = wire(message_start(), *text_block(0, "Slow")[:-1])
-    async with ModelServer([Reply(frames=frames, hang_after=len(frames))]) as server:
-        client = anthropic.AsyncAnthropic(
-            base_url=server.url, api_key="k", max_retries=0, timeout=5.0
-        )
-        provider = AnthropicProvider(client, model=MODEL, messages=QUESTION, max_tokens=64)
+    async with anthropic_served(
+        Reply(frames=frames, hang_after=len(frames)), timeout=5.0
+    ) as served:
         loop = asyncio.get_running_loop()
         start = loop.time()
-        sequence = await chunks(provider)
+        sequence = await collect(claude(served.client, max_tokens=64))
         elapsed = loop.time() - start
-        await client.close()
-    error = error_of(sequence)
+    error = last_error(sequence)
     assert (error.kind, error.retryable) == ("timeout", True)
     assert isinstance(error.original, httpx2.TimeoutException)  # the SDK does not wrap it
     assert 5.0 <= elapsed <= 5.1
@@ -772,14 +743,14 @@ async def test_the_clients_read_timeout_mid_stream_is_a_timeout() -> None:
 async def test_a_stream_without_message_stop_is_truncated() -> None:
     frames = wire(message_start(), *text_block(0, "All of it?"), message_delta("end_turn", 15))
     async with model(Reply(frames=frames)) as (_, provider):
-        sequence = await chunks(provider)
-    error = error_of(sequence)
+        sequence = await collect(provider)
+    error = last_error(sequence)
     assert error.code == "truncated"
     assert error.retryable
     assert not any(isinstance(chunk, DoneChunk) for chunk in sequence)
 
     async with stage() as s, model(Reply(frames=frames)) as (_, provider):
-        result = await to_discord(s, provider)
+        result = await s.stream(provider)
     assert result.status == "error"
     assert s.contents == ["All of it?"]
     assert result.usage == TokenUsage(25, 15)
@@ -800,7 +771,7 @@ async def test_the_sdk_retry_on_429_still_works_through_the_adapter() -> None:
             provider,
         ),
     ):
-        result = await to_discord(s, provider, inactivity_timeout=30)
+        result = await s.stream(provider, StreamConfig(inactivity_timeout=30))
     assert result.status == "completed"
     assert s.contents == ["Worth the wait."]
     assert [seen.headers["x-stainless-retry-count"] for seen in server.seen] == ["0", "1"]
@@ -820,7 +791,7 @@ async def test_unknown_events_blocks_and_deltas_are_keep_alives() -> None:
         message_stop(),
     )
     async with model(Reply(frames=frames)) as (_, provider):
-        sequence = await chunks(provider)
+        sequence = await collect(provider)
     assert text_of(sequence) == "Still fine."
     assert isinstance(sequence[-1], DoneChunk)
     assert len(sequence) == len(frames) - 1  # every event but the ping
@@ -832,7 +803,7 @@ async def test_unknown_events_blocks_and_deltas_are_keep_alives() -> None:
 async def test_the_request_streams_and_sends_system_and_tools_only_when_given() -> None:
     reply = answer(text_block(0, "ok"))
     async with model(reply) as (server, provider):
-        await chunks(provider)
+        await collect(provider)
     assert server.seen[0].path == "/v1/messages"
     assert server.seen[0].body == {
         "model": MODEL,
@@ -849,7 +820,7 @@ async def test_the_request_streams_and_sends_system_and_tools_only_when_given() 
         extra_body={"temperature": 0.2},
         thinking={"type": "enabled", "budget_tokens": 512},
     ) as (server, provider):
-        await chunks(provider)
+        await collect(provider)
     assert server.seen[0].body == {
         "model": MODEL,
         "messages": QUESTION,
@@ -865,8 +836,8 @@ async def test_the_request_streams_and_sends_system_and_tools_only_when_given() 
 
 async def test_each_start_stream_is_a_fresh_request() -> None:
     async with model(answer(text_block(0, "again"))) as (server, provider):
-        first = await chunks(provider)
-        second = await chunks(provider)
+        first = await collect(provider)
+        second = await collect(provider)
     assert first == second
     assert len(server.seen) == 2
 
@@ -894,13 +865,13 @@ async def test_after_tools_appends_the_answer_as_received_and_the_tool_results()
         stop_reason="tool_use",
     )
     async with model(reply, system="Be brief.", tools=[WEATHER_TOOL]) as (server, provider):
-        sequence = await chunks(provider)
+        sequence = await collect(provider)
         assert sequence[-1] == FunctionCallChunk((PARIS, TOKYO), usage=usage())
         following = provider.after_tools(
             [ToolOutcome(PARIS, '{"temp": 18}'), ToolOutcome(TOKYO, "timeout", is_error=True)]
         )
         server.replies[:] = [answer(text_block(0, "Paris is mild."))]
-        assert text_of(await chunks(following)) == "Paris is mild."
+        assert text_of(await collect(following)) == "Paris is mild."
     assert following is not provider
     assert following.messages[: len(QUESTION)] == tuple(QUESTION)
     sent = server.seen[1].body
@@ -968,7 +939,7 @@ async def test_after_tools_passes_cited_text_back_with_its_citations() -> None:
         stop_reason="tool_use",
     )
     async with model(reply) as (_, provider):
-        sequence = await chunks(provider)
+        sequence = await collect(provider)
         assert text_of(sequence) == "the grass is green"
         following = provider.after_tools([ToolOutcome(PARIS, "sunny")])
     assistant = following.messages[-2]
@@ -983,14 +954,14 @@ async def test_after_tools_refuses_when_the_last_stream_was_not_a_tool_call() ->
     async with model(answer(text_block(0, "No tools needed."))) as (_, provider):
         with pytest.raises(ValueError, match="did not end in tool calls"):
             provider.after_tools([ToolOutcome(PARIS, "x")])
-        await chunks(provider)
+        await collect(provider)
         with pytest.raises(ValueError, match="did not end in tool calls"):
             provider.after_tools([ToolOutcome(PARIS, "x")])
 
 
 async def test_after_tools_refuses_results_that_do_not_match_the_calls() -> None:
     async with model(two_tool_calls()) as (_, provider):
-        await chunks(provider)
+        await collect(provider)
         with pytest.raises(ValueError, match="do not answer"):
             provider.after_tools([ToolOutcome(PARIS, "only one")])
         with pytest.raises(ValueError, match="do not answer"):
@@ -1005,8 +976,8 @@ async def test_a_retry_that_fails_forgets_the_earlier_tool_calls() -> None:
     async with model(
         two_tool_calls(), Reply(status=529, body=error_body("overloaded_error", "Overloaded"))
     ) as (_, provider):
-        await chunks(provider)
-        await chunks(provider)
+        await collect(provider)
+        await collect(provider)
         with pytest.raises(ValueError, match="did not end in tool calls"):
             provider.after_tools([ToolOutcome(PARIS, "a"), ToolOutcome(TOKYO, "b")])
 
@@ -1017,12 +988,8 @@ async def test_a_retry_that_fails_forgets_the_earlier_tool_calls() -> None:
 async def test_a_stop_while_the_model_hangs_ends_the_stream_and_closes_the_http_stream() -> None:
     open_at_stop: list[bool] = []
     frames = wire(message_start(), *text_block(0, "Some text\n", "pending")[:-1])
-    async with (
-        stage() as s,
-        ModelServer([Reply(frames=frames, hang_after=len(frames))]) as server,
-        recorded_client(server) as (client, responses),
-    ):
-        provider = AnthropicProvider(client, model=MODEL, messages=QUESTION, max_tokens=64)
+    async with stage() as s, recorded(frames) as (served, responses):
+        provider = claude(served.client, max_tokens=64)
         loop = asyncio.get_running_loop()
 
         def stop() -> None:
@@ -1031,7 +998,7 @@ async def test_a_stop_while_the_model_hangs_ends_the_stream_and_closes_the_http_
 
         loop.call_later(5, stop)
         start = loop.time()
-        result = await to_discord(s, provider)
+        result = await s.stream(provider)
         elapsed = loop.time() - start
         assert result.status == "stopped_by_user"
         assert elapsed <= 5.05
@@ -1043,35 +1010,31 @@ async def test_a_stop_while_the_model_hangs_ends_the_stream_and_closes_the_http_
 
 
 @asynccontextmanager
-async def recorded_client(
-    server: ModelServer,
-) -> AsyncIterator[tuple[anthropic.AsyncAnthropic, list[httpx2.Response]]]:
-    """A client whose HTTP responses the test can inspect (`is_closed`)."""
+async def recorded(
+    frames: list[bytes],
+) -> AsyncIterator[tuple[Served[anthropic.AsyncAnthropic], list[httpx2.Response]]]:
+    """A server that sends `frames`, then nothing, and a client whose HTTP responses the test
+    can inspect (`is_closed`)."""
     responses: list[httpx2.Response] = []
 
     async def record(response: httpx2.Response) -> None:
         responses.append(response)
 
     http = anthropic.DefaultAsyncHttpxClient(event_hooks={"response": [record]})
-    client = anthropic.AsyncAnthropic(
-        base_url=server.url, api_key="k", max_retries=0, http_client=http
-    )
     try:
-        yield client, responses
+        reply = Reply(frames=frames, hang_after=len(frames))
+        async with anthropic_served(reply, http_client=http) as served:
+            yield served, responses
     finally:
-        await client.close()
         await http.aclose()
 
 
 async def test_closing_the_adapter_between_chunks_closes_the_http_stream() -> None:
     # B10: the shell closes the iterator between chunks too (a stop noticed after delivery).
     frames = wire(message_start(), *text_block(0, "Some", " text")[:-1])
-    async with (
-        ModelServer([Reply(frames=frames, hang_after=len(frames))]) as server,
-        recorded_client(server) as (client, responses),
-    ):
-        provider = AnthropicProvider(client, model=MODEL, messages=QUESTION, max_tokens=64)
-        iterator = provider.start_stream(StreamConfig(), NO_CHANNEL)
+    async with recorded(frames) as (served, responses):
+        provider = claude(served.client, max_tokens=64)
+        iterator = provider.start_stream(StreamConfig(), ADAPTER_ONLY)
         seen = [provider.process_chunk(await anext(iterator)) for _ in range(3)]
         assert text_of(seen) == "Some"
         assert not responses[0].is_closed
@@ -1083,7 +1046,7 @@ async def test_closing_early_leaves_no_task_behind() -> None:
     # The core closes the adapter right after a FunctionCallChunk, before the SDK's generator
     # is exhausted; the adapter closes it then, not the garbage collector in a task of its own.
     async with model(two_tool_calls()) as (_, provider):
-        iterator = provider.start_stream(StreamConfig(), NO_CHANNEL)
+        iterator = provider.start_stream(StreamConfig(), ADAPTER_ONLY)
         async for raw in iterator:
             if isinstance(raw, FunctionCallChunk):
                 break

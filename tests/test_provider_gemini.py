@@ -4,11 +4,11 @@ The replayed streams are the Gemini API's wire format: `POST .../models/{model}:
 streamGenerateContent?alt=sse`, each `data:` line one `GenerateContentResponse` in camelCase
 (`candidates[].content.parts`, `finishReason`, `usageMetadata`, `modelVersion`,
 `responseId`, `promptFeedback`), errors as `{"error": {"code", "message", "status"}}`.
-Each case is checked on the chunk sequence the adapter produces and, for the main ones,
-end-to-end through `stream_to_discord` with the Discord emulator (tests/stage.py), on
-looptime's virtual clock. The SDK client is built in each test with `retry_options` of one
-attempt (no retries), on aiohttp (the SDK's default async transport when aiohttp is
-installed) and, where the transport matters, on an httpx2 client too.
+Each case is checked on the chunk sequence the adapter produces (tests/adapters.py) and, for
+the main ones, end-to-end through `stream_to_discord` with the Discord emulator
+(tests/stage.py), on looptime's virtual clock. The SDK client is built in each test with
+`retry_options` of one attempt (no retries), on aiohttp (the SDK's default async transport when
+aiohttp is installed) and, where the transport matters, on an httpx2 client too.
 """
 
 from __future__ import annotations
@@ -16,48 +16,42 @@ from __future__ import annotations
 import asyncio
 import base64
 import gc
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import Literal, cast
+from collections.abc import AsyncGenerator, Mapping
+from typing import cast
 
-import discord
-import httpx2
 import pytest
 from google import genai
 from google.genai import types
 
 from cordstream.domain import (
     DoneChunk,
-    ErrorChunk,
     FunctionCall,
     FunctionCallChunk,
     ProcessedChunk,
     ProviderError,
-    StreamResult,
     TextChunk,
     Thought,
     TokenUsage,
     normalize_usage,
 )
-from cordstream.shell import StreamConfig, StreamContext
+from cordstream.shell import StreamConfig
 from cordstream.shell.providers import base
 from cordstream.shell.providers.base import ToolOutcome
 from cordstream.shell.providers.gemini import GeminiItem, GeminiProvider
 from cordstream.shell.turn import run_turn
+from tests.adapters import ADAPTER_ONLY, Transport, collect, last_error, pieces
+from tests.adapters import gemini_served as served
 from tests.sse import ModelServer, Reply, sse
-from tests.stage import Stage, stage
+from tests.stage import stage
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.looptime]
 
-Transport = Literal["aiohttp", "httpx2"]
 TRANSPORTS: tuple[Transport, ...] = ("aiohttp", "httpx2")
 
 MODEL = "gemini-2.5-flash"
 RID = "mR5oaJ2zLdOdz7IPhN2jqAw"
 SIG_1 = base64.b64encode(b"signature-of-the-first-call").decode()
 SIG_2 = base64.b64encode(b"signature-of-the-text").decode()
-NO_CONTEXT = StreamContext(cast("discord.abc.Messageable", None))  # the adapter ignores it
 
 
 # -- wire fixtures ---------------------------------------------------------------------------
@@ -141,37 +135,6 @@ def hello_world() -> Reply:
 # -- plumbing --------------------------------------------------------------------------------
 
 
-@dataclass
-class Served:
-    server: ModelServer
-    client: genai.Client
-
-
-@asynccontextmanager
-async def served(
-    *replies: Reply,
-    transport: Transport = "aiohttp",
-    retry: types.HttpRetryOptions | None = None,
-    default_retries: bool = False,
-    timeout_ms: int | None = None,
-) -> AsyncIterator[Served]:
-    """A model server and an SDK client pointed at it (closed by the test: it is the caller's)."""
-    async with ModelServer(list(replies)) as server:
-        options = types.HttpOptions(base_url=server.url, timeout=timeout_ms)
-        if not default_retries:
-            options.retry_options = retry or types.HttpRetryOptions(attempts=1)
-        own: httpx2.AsyncClient | None = None
-        if transport == "httpx2":
-            own = options.httpx_async_client = httpx2.AsyncClient()
-        client = genai.Client(api_key="test-key", vertexai=False, http_options=options)
-        try:
-            yield Served(server, client)
-        finally:
-            await client.aio.aclose()
-            if own is not None:
-                await own.aclose()
-
-
 def provider(
     client: genai.Client,
     contents: object = "Say hello",
@@ -182,37 +145,10 @@ def provider(
     )
 
 
-async def collect(gemini: GeminiProvider) -> list[ProcessedChunk]:
-    """What the orchestrator would see: `process_chunk` of every item `start_stream` yields."""
-    return [
-        gemini.process_chunk(raw) async for raw in gemini.start_stream(StreamConfig(), NO_CONTEXT)
-    ]
-
-
-async def to_discord(s: Stage, gemini: GeminiProvider, **context: object) -> StreamResult:
-    return await s.orchestrator.stream_to_discord(gemini, StreamConfig(), s.context(**context))
-
-
-def texts(chunks: list[ProcessedChunk]) -> list[str]:
-    return [chunk.content for chunk in chunks if isinstance(chunk, TextChunk)]
-
-
-def last_error(chunks: list[ProcessedChunk]) -> ProviderError:
-    terminal = chunks[-1]
-    assert isinstance(terminal, ErrorChunk), terminal
-    assert terminal.error is not None
-    return terminal.error
-
-
-def open_connections(server: ModelServer) -> int:
-    """Connections to the model server whose socket is still open."""
-    return server.open_connections()
-
-
 async def closed_soon(server: ModelServer) -> bool:
     """Whether every connection closes within a few loop turns (the FIN crossing loopback)."""
     for _ in range(20):
-        if open_connections(server) == 0:
+        if server.open_connections() == 0:
             return True
         await asyncio.sleep(0)
     return False
@@ -226,7 +162,7 @@ async def test_plain_text_across_several_responses(transport: Transport) -> None
     async with served(hello_world(), transport=transport) as g:
         chunks = await collect(provider(g.client))
     assert [type(chunk) for chunk in chunks] == [TextChunk, TextChunk, TextChunk, DoneChunk]
-    assert texts(chunks) == ["Hello", ", wor", "ld!"]
+    assert pieces(chunks) == ["Hello", ", wor", "ld!"]
     done = chunks[-1]
     assert isinstance(done, DoneChunk)
     assert done.metadata == {
@@ -246,7 +182,7 @@ async def test_plain_text_across_several_responses(transport: Transport) -> None
 
 async def test_plain_text_end_to_end() -> None:
     async with served(hello_world()) as g, stage() as s:
-        result = await to_discord(s, provider(g.client))
+        result = await s.stream(provider(g.client))
     assert result.status == "completed"
     assert result.accumulated_text == "Hello, world!"
     assert s.contents == ["Hello, world!"]
@@ -304,13 +240,13 @@ async def test_thought_parts_are_summaries_and_not_text() -> None:
         (),
         (),
     ]
-    assert texts(chunks) == ["", "", "Hi there", "!"]
+    assert pieces(chunks) == ["", "", "Hi there", "!"]
     assert isinstance(chunks[-1], DoneChunk)
 
 
 async def test_thoughts_end_to_end_count_as_output_tokens() -> None:
     async with served(thinking_then_answer()) as g, stage() as s:
-        result = await to_discord(s, provider(g.client))
+        result = await s.stream(provider(g.client))
     assert result.status == "completed"
     assert result.accumulated_text == "Hi there!"
     assert s.contents == ["Hi there!"]
@@ -329,7 +265,7 @@ async def test_repeated_usage_latest_wins_not_summed() -> None:
         ]
     )
     async with served(reply) as g, stage() as s:
-        result = await to_discord(s, provider(g.client))
+        result = await s.stream(provider(g.client))
     assert result.status == "completed"
     assert result.accumulated_text == "One two three"
     assert result.usage == TokenUsage(input_tokens=100, output_tokens=11)
@@ -384,7 +320,7 @@ async def test_parallel_function_calls_end_in_one_chunk_with_the_usage(ids: bool
 
 async def test_function_calls_end_to_end() -> None:
     async with served(parallel_calls(ids=False)) as g, stage() as s:
-        result = await to_discord(s, provider(g.client))
+        result = await s.stream(provider(g.client))
     assert result.status == "function_call"
     assert [call.arguments["city"] for call in result.function_calls] == ["Paris", "Tokyo"]
     assert result.data == result.function_calls[0]
@@ -414,7 +350,7 @@ async def test_after_tools_sends_the_answer_as_received_and_the_function_respons
         )
         assert second is not first
         answer = await collect(second)  # the same client, still open: it is the caller's
-    assert texts(answer) == ["Hello", ", wor", "ld!"]
+    assert pieces(answer) == ["Hello", ", wor", "ld!"]
     assert second.config is config
     body = g.server.seen[1].body
     assert isinstance(body, dict)
@@ -526,7 +462,7 @@ async def test_max_tokens_is_length() -> None:
     )
     async with served(reply) as g, stage() as s:
         chunks = await collect(provider(g.client))
-        result = await to_discord(s, provider(g.client))
+        result = await s.stream(provider(g.client))
     done = chunks[-1]
     assert isinstance(done, DoneChunk)
     assert done.metadata is not None
@@ -547,7 +483,7 @@ async def test_safety_with_no_text_is_content_blocked() -> None:
     )
     async with served(reply) as g, stage() as s:
         chunks = await collect(provider(g.client))
-        result = await to_discord(s, provider(g.client))
+        result = await s.stream(provider(g.client))
     error = last_error(chunks)
     assert (error.kind, error.code, error.retryable) == ("content_blocked", "SAFETY", False)
     assert normalize_usage(chunks[-1].usage) == TokenUsage(9, 0)
@@ -570,7 +506,7 @@ async def test_safety_after_text_keeps_the_text_and_says_content_filter() -> Non
     )
     async with served(reply) as g, stage() as s:
         chunks = await collect(provider(g.client))
-        result = await to_discord(s, provider(g.client))
+        result = await s.stream(provider(g.client))
     done = chunks[-1]
     assert isinstance(done, DoneChunk)
     assert done.metadata is not None
@@ -607,7 +543,7 @@ async def test_a_blocked_prompt_is_content_blocked() -> None:
     }
     async with served(Reply(frames=[sse(blocked)])) as g, stage() as s:
         chunks = await collect(provider(g.client))
-        result = await to_discord(s, provider(g.client))
+        result = await s.stream(provider(g.client))
     error = last_error(chunks)
     assert (error.kind, error.code, error.retryable) == (
         "content_blocked",
@@ -640,10 +576,10 @@ async def test_a_stream_without_finish_reason_is_truncated(
 ) -> None:
     async with served(Reply(frames=frames)) as g, stage() as s:
         chunks = await collect(provider(g.client))
-        result = await to_discord(s, provider(g.client))
+        result = await s.stream(provider(g.client))
     error = last_error(chunks)
     assert error == base.truncated_error()
-    assert texts(chunks) == shown
+    assert pieces(chunks) == shown
     assert result.status == "error"
     assert result.data == base.truncated_error()
     embed = s.embeds[0]
@@ -760,7 +696,7 @@ async def test_http_errors_are_mapped(
 )
 async def test_http_errors_end_to_end(status: int, body: dict[str, object], title: str) -> None:
     async with served(Reply(status=status, body=body)) as g, stage() as s:
-        result = await to_discord(s, provider(g.client))
+        result = await s.stream(provider(g.client))
     assert result.status == "error"
     assert isinstance(result.data, ProviderError)
     assert result.data.code == status
@@ -782,8 +718,8 @@ async def test_a_mid_stream_error_event(transport: Transport) -> None:
     )
     async with served(reply, transport=transport) as g, stage() as s:
         chunks = await collect(provider(g.client))
-        result = await to_discord(s, provider(g.client))
-    assert texts(chunks) == ["The answer is"]
+        result = await s.stream(provider(g.client))
+    assert pieces(chunks) == ["The answer is"]
     error = last_error(chunks)
     assert (error.kind, error.retryable, error.code) == ("provider_overloaded", True, 503)
     assert error.message == "The model is overloaded. Please try again later."
@@ -838,8 +774,8 @@ async def test_a_connection_cut_mid_stream(transport: Transport) -> None:
     )
     async with served(reply, transport=transport) as g, stage() as s:
         chunks = await collect(provider(g.client))
-        result = await to_discord(s, provider(g.client))
-    assert texts(chunks) == ["Half an ", "answer"]
+        result = await s.stream(provider(g.client))
+    assert pieces(chunks) == ["Half an ", "answer"]
     error = last_error(chunks)
     assert (error.kind, error.code, error.retryable) == ("api_error", "connection_error", True)
     assert result.status == "error"
@@ -857,7 +793,7 @@ async def test_the_clients_own_timeout_is_a_timeout(transport: Transport) -> Non
         start = loop.time()
         chunks = await collect(provider(g.client))
         elapsed = loop.time() - start
-    assert texts(chunks) == ["Thinking"]
+    assert pieces(chunks) == ["Thinking"]
     error = last_error(chunks)
     assert (error.kind, error.retryable) == ("timeout", True)
     assert 5.0 <= elapsed <= 5.1
@@ -879,7 +815,7 @@ async def test_the_callers_retry_options_are_used_and_left_alone() -> None:
     busy = Reply(status=429, body=api_error(429, "RESOURCE_EXHAUSTED", "Resource exhausted."))
     async with served(busy, hello_world(), retry=retry) as g, stage() as s:
         before = g.client._api_client._http_options.model_copy(deep=True)
-        result = await to_discord(s, provider(g.client))
+        result = await s.stream(provider(g.client))
         after = g.client._api_client._http_options
         assert after.retry_options == types.HttpRetryOptions(
             attempts=2, initial_delay=1.0, jitter=0.0
@@ -903,7 +839,7 @@ async def test_a_stop_while_the_model_hangs_ends_the_stream_and_its_connection()
         loop = asyncio.get_running_loop()
         loop.call_later(5, s.orchestrator.request_stop, s.channel.id, "user-1")
         start = loop.time()
-        result = await to_discord(s, provider(g.client))
+        result = await s.stream(provider(g.client))
         assert loop.time() - start <= 5.05
         assert result.status == "stopped_by_user"
         assert result.accumulated_text == "Some text"
@@ -919,11 +855,11 @@ async def test_closing_between_responses_closes_the_http_stream_without_the_gc(
     gc.disable()  # the SDK's own response chain is only freed by the collector
     try:
         async with served(reply, transport=transport) as g:
-            stream = provider(g.client).start_stream(StreamConfig(), NO_CONTEXT)
+            stream = provider(g.client).start_stream(StreamConfig(), ADAPTER_ONLY)
             first = await anext(stream)
             assert isinstance(first, TextChunk)
             assert first.content == "One"
-            assert open_connections(g.server) == 1
+            assert g.server.open_connections() == 1
             assert isinstance(stream, AsyncGenerator)
             await stream.aclose()  # what the orchestrator does on every exit path (B10)
             assert await closed_soon(g.server)
@@ -946,7 +882,7 @@ async def test_an_exception_result_closes_the_http_stream_without_the_gc() -> No
     try:
         async with served(reply) as g, stage() as s:
             broken = BrokenAfterFirst(g.client, model=MODEL, contents="Say hello")
-            result = await to_discord(s, broken)
+            result = await s.stream(broken)
             assert result.status == "error"
             assert isinstance(result.data, RuntimeError)
             assert await closed_soon(g.server)

@@ -6,8 +6,8 @@ chunks (a role delta first, `obfuscation`, `usage: null` on every chunk, the tra
 `reasoning`, chunk-level `provider`, `: OPENROUTER PROCESSING` comments and in-chunk errors,
 llama.cpp's usage inside the finish chunk, vLLM's usage on every chunk, Azure's
 `prompt_filter_results` chunk, and OpenAI's error bodies. Each case is checked on the chunks the
-adapter yields (`start_stream` + `process_chunk`), and the main ones end to end through
-`stream_to_discord`, a real discord.py client and the Discord emulator.
+adapter yields (`start_stream` + `process_chunk`, tests/adapters.py), and the main ones end to
+end through `stream_to_discord`, a real discord.py client and the Discord emulator.
 
 Everything runs on looptime's virtual clock: the SDK's retry pause and read timeout, and the
 orchestrator's timers, cost no real time.
@@ -18,13 +18,11 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
-from types import TracebackType
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-import discord
 import openai
 import pytest
-from aiohttp import web
 from openai.types.chat import ChatCompletionChunk
 
 from cordstream.domain import (
@@ -39,12 +37,15 @@ from cordstream.domain import (
     TokenUsage,
     normalize_usage,
 )
-from cordstream.shell import StreamConfig, StreamContext, StreamResult
+from cordstream.domain.catalogue import DEFAULT_CATALOGUE
+from cordstream.shell import StreamConfig, StreamOrchestrator
 from cordstream.shell.providers import base
 from cordstream.shell.providers.base import ToolOutcome
 from cordstream.shell.providers.openai import OpenAIChatProvider, _Answer
-from tests.sse import ModelServer, Reply, Seen, sse, sse_done
-from tests.stage import Stage, other_tasks, stage
+from tests.adapters import ADAPTER_ONLY, Served, collect, last_error, tasks_left, text_of
+from tests.adapters import openai_served as served
+from tests.sse import Reply, sse, sse_done
+from tests.stage import other_tasks, stage
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.looptime]
 
@@ -151,109 +152,31 @@ RATE_LIMITED = status_reply(
 # -- running the adapter -----------------------------------------------------------------------
 
 
-class Nowhere(discord.abc.Messageable):
-    """A channel for adapter-only runs: the adapter never reads its context."""
-
-    id = 1
-
-    async def _get_channel(self) -> discord.abc.MessageableChannel:
-        raise NotImplementedError
+def chat(client: openai.AsyncOpenAI, **changes: object) -> OpenAIChatProvider:
+    """The adapter on `client`, asking `gpt-4.1-mini` "Hi", with `changes` to its arguments."""
+    options: dict[str, object] = {"model": "gpt-4.1-mini", "messages": USER}
+    options.update(changes)
+    return OpenAIChatProvider(client, **options)  # type: ignore[arg-type]
 
 
-NOWHERE = StreamContext(Nowhere())
-
-
-class Served:
-    """A `ModelServer` and an SDK client pointed at it, both closed on exit."""
-
-    def __init__(self, *replies: Reply, max_retries: int = 0, timeout: float = 600.0) -> None:
-        self.server = ModelServer(replies)
-        self.max_retries = max_retries
-        self.timeout = timeout
-        self._client: openai.AsyncOpenAI | None = None
-
-    async def __aenter__(self) -> Served:
-        await self.server.__aenter__()
-        self._client = openai.AsyncOpenAI(
-            base_url=self.server.url + "/v1",
-            api_key="sk-test",
-            max_retries=self.max_retries,
-            timeout=self.timeout,
-        )
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        try:
-            await self.client.close()
-        finally:
-            await self.server.__aexit__(exc_type, exc, tb)
-
-    @property
-    def client(self) -> openai.AsyncOpenAI:
-        assert self._client is not None
-        return self._client
-
-    @property
-    def seen(self) -> list[Seen]:
-        return self.server.seen
-
-    def provider(self, **changes: object) -> OpenAIChatProvider:
-        options: dict[str, object] = {"model": "gpt-4.1-mini", "messages": USER}
-        options.update(changes)
-        return OpenAIChatProvider(self.client, **options)  # type: ignore[arg-type]
-
-
-async def collect(provider: OpenAIChatProvider) -> list[ProcessedChunk]:
-    """Every chunk of one stream, as the orchestrator would see them."""
-    stream = provider.start_stream(StreamConfig(), NOWHERE)
-    try:
-        return [provider.process_chunk(raw) async for raw in stream]
-    finally:
-        await stream.aclose()  # type: ignore[attr-defined]  # an async generator
-
-
-async def run(frames: Sequence[bytes], **changes: object) -> tuple[list[ProcessedChunk], Served]:
-    async with Served(Reply(frames=frames)) as server:
-        chunks = await collect(server.provider(**changes))
+async def run(
+    frames: Sequence[bytes], **changes: object
+) -> tuple[list[ProcessedChunk], Served[openai.AsyncOpenAI]]:
+    async with served(Reply(frames=frames)) as server:
+        chunks = await collect(chat(server.client, **changes))
     return chunks, server
 
 
 async def failure(reply: Reply) -> ProviderError:
     """The error of a stream that fails with `reply`: exactly one chunk, an `ErrorChunk`."""
-    async with Served(reply) as server:
-        chunks = await collect(server.provider())
+    async with served(reply) as server:
+        chunks = await collect(chat(server.client))
     assert len(chunks) == 1, chunks
-    last = chunks[0]
-    assert isinstance(last, ErrorChunk)
-    assert last.error is not None
-    return last.error
-
-
-def texts(chunks: Sequence[ProcessedChunk]) -> str:
-    return "".join(c.content for c in chunks if isinstance(c, TextChunk))
+    return last_error(chunks)
 
 
 def thoughts(chunks: Sequence[ProcessedChunk]) -> str:
     return "".join(t.content for c in chunks for t in c.thoughts if t.kind == "raw")
-
-
-def tasks_left(before: set[asyncio.Task[object]]) -> set[asyncio.Task[object]]:
-    """Tasks started since `before` and still running, but for the model server's own
-    connection handlers (aiohttp keeps a keep-alive connection's handler task)."""
-    return {
-        task
-        for task in other_tasks() - before
-        if "RequestHandler" not in getattr(task.get_coro(), "__qualname__", "")
-    }
-
-
-async def to_discord(s: Stage, provider: OpenAIChatProvider, **context: object) -> StreamResult:
-    return await s.orchestrator.stream_to_discord(provider, StreamConfig(), s.context(**context))
 
 
 # -- text, reasoning, usage --------------------------------------------------------------------
@@ -285,10 +208,10 @@ async def test_plain_text_yields_a_chunk_per_sdk_chunk_and_ends_with_done_carryi
 async def test_plain_text_end_to_end_completes_with_usage_and_lands_in_the_channel() -> None:
     async with (
         stage() as s,
-        Served(Reply(frames=text_answer("Hello there!\n", "Bye"))) as server,
+        served(Reply(frames=text_answer("Hello there!\n", "Bye"))) as server,
     ):
         before = other_tasks()
-        result = await to_discord(s, server.provider())
+        result = await s.stream(chat(server.client))
         assert tasks_left(before) == set()  # B11: the SDK's generators were closed, not GC'd
         assert result.status == "completed"
         assert result.accumulated_text == "Hello there!\nBye"  # F2: joined by a line break
@@ -337,10 +260,10 @@ async def test_an_empty_tool_list_and_stream_options_none_are_left_out() -> None
 
 
 async def test_parameters_the_adapter_sets_itself_are_refused() -> None:
-    async with Served() as server:
+    async with served() as server:
         with pytest.raises(TypeError, match="always streams"):
             OpenAIChatProvider(server.client, model="m", messages=USER, stream=False)
-        provider = server.provider()
+        provider = chat(server.client)
         assert server.seen == []  # building a provider sends nothing
     assert provider.name == "openai"
     error = ProviderError("rate_limit", "slow down", retryable=True)
@@ -371,7 +294,7 @@ async def test_deepseek_reasoning_content_becomes_raw_thoughts_not_text() -> Non
         sse_done(),
     ]
     chunks, _ = await run(frames)
-    assert texts(chunks) == "Hello!"
+    assert text_of(chunks) == "Hello!"
     assert [t for c in chunks for t in c.thoughts] == [
         Thought("raw", "The user"),
         Thought("raw", " greets me."),
@@ -382,8 +305,8 @@ async def test_deepseek_reasoning_content_becomes_raw_thoughts_not_text() -> Non
     assert done.metadata["model"] == "deepseek-reasoner"
     assert normalize_usage(done.usage) == TokenUsage(10, 9)
 
-    async with stage() as s, Served(Reply(frames=frames)) as server:
-        result = await to_discord(s, server.provider())
+    async with stage() as s, served(Reply(frames=frames)) as server:
+        result = await s.stream(chat(server.client))
         assert result.status == "completed"
         assert result.accumulated_text == "Hello!"
         assert result.thought_log is not None
@@ -437,15 +360,15 @@ async def test_openrouter_reasoning_and_serving_provider_through_the_adapter_and
         sse_done(),
     ]
     chunks, _ = await run(frames)
-    assert texts(chunks) == "Sure, here it is."
+    assert text_of(chunks) == "Sure, here it is."
     assert thoughts(chunks) == "Short answer."
     assert all(c.serving_provider == "Anthropic" for c in chunks)
     done = chunks[-1]
     assert isinstance(done, DoneChunk)
     assert normalize_usage(done.usage) == TokenUsage(14, 30)
 
-    async with stage() as s, Served(Reply(frames=frames)) as server:
-        result = await to_discord(s, server.provider())
+    async with stage() as s, served(Reply(frames=frames)) as server:
+        result = await s.stream(chat(server.client))
         assert result.status == "completed"
         assert result.thought_log is not None
         assert result.thought_log.raw == "Short answer."
@@ -469,11 +392,11 @@ async def test_a_delta_with_both_reasoning_fields_shows_the_thought_once() -> No
 async def test_inline_think_passes_through_for_the_core_to_capture() -> None:
     frames = text_answer("<think>The user", " says hi.</think>", "Hi!")
     chunks, _ = await run(frames)
-    assert texts(chunks) == "<think>The user says hi.</think>Hi!"
+    assert text_of(chunks) == "<think>The user says hi.</think>Hi!"
     assert thoughts(chunks) == ""
 
-    async with stage() as s, Served(Reply(frames=frames)) as server:
-        result = await to_discord(s, server.provider())
+    async with stage() as s, served(Reply(frames=frames)) as server:
+        result = await s.stream(chat(server.client))
         assert result.status == "completed"
         assert result.accumulated_text == "Hi!"
         assert result.thought_log is not None
@@ -559,7 +482,7 @@ async def test_missing_fields_empty_choices_and_unknown_fields_are_tolerated() -
         sse_done(),
     ]
     chunks, _ = await run(frames)
-    assert texts(chunks) == "bare main"
+    assert text_of(chunks) == "bare main"
     done = chunks[-1]
     assert isinstance(done, DoneChunk)
     assert done.metadata == {
@@ -580,7 +503,7 @@ async def test_a_refusal_is_shown_as_the_answer() -> None:
         sse_done(),
     ]
     chunks, _ = await run(frames)
-    assert texts(chunks) == "I'm sorry, I can't help with that."
+    assert text_of(chunks) == "I'm sorry, I can't help with that."
     assert isinstance(chunks[-1], DoneChunk)
 
 
@@ -602,8 +525,8 @@ async def test_length_and_content_filter_with_text_end_with_done(finish: str, un
 
 async def test_content_filter_with_text_completes_through_discord_with_its_finish_reason() -> None:
     frames = text_answer("Here is some", finish="content_filter")
-    async with stage() as s, Served(Reply(frames=frames)) as server:
-        result = await to_discord(s, server.provider())
+    async with stage() as s, served(Reply(frames=frames)) as server:
+        result = await s.stream(chat(server.client))
         assert result.status == "completed"
         assert isinstance(result.data, dict)
         assert result.data["finish_reason"] == "content_filter"
@@ -620,8 +543,8 @@ async def test_content_filter_without_text_is_content_blocked() -> None:
     assert last.error.retryable is False
     assert normalize_usage(last.usage) == TokenUsage(30, 0)
 
-    async with stage() as s, Served(Reply(frames=frames)) as server:
-        result = await to_discord(s, server.provider())
+    async with stage() as s, served(Reply(frames=frames)) as server:
+        result = await s.stream(chat(server.client))
         assert result.status == "error"
         assert isinstance(result.data, ProviderError)
         assert result.data.kind == "content_blocked"
@@ -633,13 +556,13 @@ async def test_content_filter_without_text_is_content_blocked() -> None:
 async def test_a_stream_without_finish_reason_or_done_is_truncated() -> None:
     frames = [ROLE, chunk({"content": "The answer is"})]  # then the server closes cleanly
     chunks, _ = await run(frames)
-    assert texts(chunks) == "The answer is"
+    assert text_of(chunks) == "The answer is"
     last = chunks[-1]
     assert isinstance(last, ErrorChunk)
     assert last.error == base.truncated_error()
 
-    async with stage() as s, Served(Reply(frames=frames)) as server:
-        result = await to_discord(s, server.provider())
+    async with stage() as s, served(Reply(frames=frames)) as server:
+        result = await s.stream(chat(server.client))
         assert result.status == "error"
         assert isinstance(result.data, ProviderError)
         assert result.data.code == "truncated"
@@ -703,9 +626,9 @@ async def test_parallel_tool_calls_are_assembled_by_index_into_one_last_chunk_wi
 
 
 async def test_parallel_tool_calls_end_to_end_return_both_calls_and_the_usage() -> None:
-    async with stage() as s, Served(Reply(frames=parallel_calls())) as server:
+    async with stage() as s, served(Reply(frames=parallel_calls())) as server:
         before = other_tasks()
-        result = await to_discord(s, server.provider(tools=[WEATHER_TOOL]))
+        result = await s.stream(chat(server.client, tools=[WEATHER_TOOL]))
         assert tasks_left(before) == set()
         assert result.status == "function_call"
         assert result.function_calls == (PARIS, TOKYO)
@@ -723,8 +646,8 @@ async def test_after_tools_appends_the_answer_as_received_and_one_tool_message_p
         chunk({"tool_calls": [tool_start(0, "call_Paris0aB1", "get_weather")]}),
         *parallel_calls()[1:],
     ]
-    async with Served(Reply(frames=frames)) as server:
-        provider = server.provider(tools=[WEATHER_TOOL], temperature=0)
+    async with served(Reply(frames=frames)) as server:
+        provider = chat(server.client, tools=[WEATHER_TOOL], temperature=0)
         chunks = await collect(provider)
         assert isinstance(chunks[-1], FunctionCallChunk)
         outcomes = [
@@ -760,8 +683,8 @@ async def test_after_tools_appends_the_answer_as_received_and_one_tool_message_p
     assert provider.messages == tuple(USER)  # the original is unchanged
 
     # The next request sends exactly that conversation.
-    async with Served(Reply(frames=text_answer("Paris is down, Tokyo 24 °C."))) as server:
-        following = server.provider(messages=following.messages)
+    async with served(Reply(frames=text_answer("Paris is down, Tokyo 24 °C."))) as server:
+        following = chat(server.client, messages=following.messages)
         await collect(following)
     body = server.seen[0].body
     assert isinstance(body, dict)
@@ -775,8 +698,8 @@ async def test_after_tools_raises_unless_the_last_stream_ended_in_tool_calls() -
         Reply(frames=parallel_calls()),
         RATE_LIMITED,
     ]
-    async with Served(*replies) as server:
-        provider = server.provider()
+    async with served(*replies) as server:
+        provider = chat(server.client)
         with pytest.raises(ValueError, match="did not end in tool calls"):
             provider.after_tools([])
         await collect(provider)
@@ -823,8 +746,8 @@ async def test_a_call_without_id_gets_a_stable_synthetic_one_used_everywhere() -
         ),
         sse_done(),
     ]
-    async with Served(Reply(frames=frames)) as server:
-        provider = server.provider()
+    async with served(Reply(frames=frames)) as server:
+        provider = chat(server.client)
         chunks = await collect(provider)
         last = chunks[-1]
         assert isinstance(last, FunctionCallChunk)
@@ -882,8 +805,8 @@ async def test_empty_arguments_are_an_empty_object_and_are_handed_back_as_such()
         chunk({}, "tool_calls"),
         sse_done(),
     ]
-    async with Served(Reply(frames=frames)) as server:
-        provider = server.provider()
+    async with served(Reply(frames=frames)) as server:
+        provider = chat(server.client)
         chunks = await collect(provider)
         assert isinstance(chunks[-1], FunctionCallChunk)
         assert chunks[-1].calls == (FunctionCall("now", {}, id="call_t"),)
@@ -914,8 +837,8 @@ async def test_arguments_that_are_not_a_json_object_end_the_stream_with_an_error
         usage_chunk(50, 16),
         sse_done(),
     ]
-    async with Served(Reply(frames=frames)) as server:
-        provider = server.provider()
+    async with served(Reply(frames=frames)) as server:
+        provider = chat(server.client)
         chunks = await collect(provider)
         last = chunks[-1]
         assert isinstance(last, ErrorChunk)
@@ -953,8 +876,8 @@ async def test_deepseek_reasoning_is_handed_back_with_the_tool_calls() -> None:
         chunk({"content": ""}, "tool_calls", model="deepseek-chat"),
         sse_done(),
     ]
-    async with Served(Reply(frames=frames)) as server:
-        provider = server.provider()
+    async with served(Reply(frames=frames)) as server:
+        provider = chat(server.client)
         chunks = await collect(provider)
         assert isinstance(chunks[-1], FunctionCallChunk)
         following = provider.after_tools([ToolOutcome(chunks[-1].calls[0], "rainy")])
@@ -1053,8 +976,8 @@ async def test_http_errors_map_to_provider_errors(
 
 
 async def test_http_errors_end_to_end_are_error_results_with_the_provider_embed() -> None:
-    async with stage() as s, Served(RATE_LIMITED) as server:
-        result = await to_discord(s, server.provider())
+    async with stage() as s, served(RATE_LIMITED) as server:
+        result = await s.stream(chat(server.client))
         assert result.status == "error"
         assert isinstance(result.data, ProviderError)
         assert result.data.kind == "rate_limit"
@@ -1066,6 +989,26 @@ async def test_http_errors_end_to_end_are_error_results_with_the_provider_embed(
         assert "Please try again in 120ms." in description
 
 
+async def test_G1_the_embed_says_the_adapters_headline_in_the_streams_locale() -> None:
+    german = DEFAULT_CATALOGUE.with_locale(
+        "de",
+        {
+            "title.rate_limit": "Ratenbegrenzung",
+            "headline.rate_limit": "Der Modellanbieter bremst diesen Bot. Gleich noch einmal.",
+        },
+    )
+    async with stage() as s, served(RATE_LIMITED) as server:
+        orchestrator = StreamOrchestrator(s.stops, catalogue=german)
+        context = s.context(locale="de-AT")
+        result = await orchestrator.stream_to_discord(chat(server.client), StreamConfig(), context)
+        assert result.status == "error"
+        (embed,) = s.embeds
+        assert embed["title"] == "Ratenbegrenzung"
+        description = str(embed["description"])
+        assert description.startswith("Der Modellanbieter bremst diesen Bot. Gleich noch einmal.")
+        assert "Please try again in 120ms." in description
+
+
 async def test_an_unknown_model_end_to_end_is_a_model_error() -> None:
     reply = status_reply(
         404,
@@ -1073,8 +1016,8 @@ async def test_an_unknown_model_end_to_end_is_a_model_error() -> None:
         "invalid_request_error",
         "model_not_found",
     )
-    async with stage() as s, Served(reply) as server:
-        result = await to_discord(s, server.provider(model="gpt-9-turbo"))
+    async with stage() as s, served(reply) as server:
+        result = await s.stream(chat(server.client, model="gpt-9-turbo"))
         assert result.status == "error"
         assert isinstance(result.data, ProviderError)
         assert result.data.kind == "model_error"
@@ -1085,9 +1028,9 @@ async def test_the_sdks_own_retry_after_a_429_still_ends_in_the_answer() -> None
     retry_soon = Reply(status=429, body=RATE_LIMITED.body, headers={"retry-after-ms": "120"})
     async with (
         stage() as s,
-        Served(retry_soon, Reply(frames=text_answer("Second try")), max_retries=1) as server,
+        served(retry_soon, Reply(frames=text_answer("Second try")), max_retries=1) as server,
     ):
-        result = await to_discord(s, server.provider())
+        result = await s.stream(chat(server.client))
         assert result.status == "completed"
         assert s.contents == ["Second try"]
         assert len(server.seen) == 2
@@ -1105,7 +1048,7 @@ async def test_a_mid_stream_error_event_ends_the_stream_with_that_error() -> Non
     }
     frames = [ROLE, chunk({"content": "Partial\n"}), chunk({"content": "answer"}), sse(error_event)]
     chunks, _ = await run(frames)
-    assert texts(chunks) == "Partial\nanswer"
+    assert text_of(chunks) == "Partial\nanswer"
     last = chunks[-1]
     assert isinstance(last, ErrorChunk)
     assert last.error is not None
@@ -1113,8 +1056,8 @@ async def test_a_mid_stream_error_event_ends_the_stream_with_that_error() -> Non
     assert last.error.message == error_event["error"]["message"]
     assert type(last.error.original) is openai.APIError  # what the SDK raises for the event
 
-    async with stage() as s, Served(Reply(frames=frames)) as server:
-        result = await to_discord(s, server.provider())
+    async with stage() as s, served(Reply(frames=frames)) as server:
+        result = await s.stream(chat(server.client))
         assert result.status == "error"
         assert result.accumulated_text == "Partial\nanswer"  # F2: the messages, line by line
         assert s.contents == ["Partial", "answer"]
@@ -1132,7 +1075,7 @@ async def test_openrouter_error_chunk_with_choices_is_raised_by_the_sdk_and_mapp
         sse_done(),
     ]
     chunks, _ = await run(frames)
-    assert texts(chunks) == "Once upon"
+    assert text_of(chunks) == "Once upon"
     last = chunks[-1]
     assert isinstance(last, ErrorChunk)
     assert last.error is not None
@@ -1201,9 +1144,9 @@ async def test_an_event_that_is_not_json_is_a_retryable_error() -> None:
 async def test_a_connection_cut_mid_stream_is_a_connection_error() -> None:
     frames = text_answer("Half an", " answer", "that never came")
     reply = Reply(frames=frames, cut_after=3)  # the TCP connection aborts after " answer"
-    async with Served(reply) as server:
-        chunks = await collect(server.provider())
-    assert texts(chunks) == "Half an answer"
+    async with served(reply) as server:
+        chunks = await collect(chat(server.client))
+    assert text_of(chunks) == "Half an answer"
     last = chunks[-1]
     assert isinstance(last, ErrorChunk)
     assert last.error is not None
@@ -1214,8 +1157,8 @@ async def test_a_connection_cut_mid_stream_is_a_connection_error() -> None:
     )
     assert isinstance(last.error.original, openai.APIConnectionError)
 
-    async with stage() as s, Served(reply) as server:
-        result = await to_discord(s, server.provider())
+    async with stage() as s, served(reply) as server:
+        result = await s.stream(chat(server.client))
         assert result.status == "error"
         assert isinstance(result.data, ProviderError)
         assert result.data.code == "connection_error"
@@ -1224,9 +1167,9 @@ async def test_a_connection_cut_mid_stream_is_a_connection_error() -> None:
 
 async def test_a_cut_after_the_finish_signal_keeps_the_whole_answer() -> None:
     frames = text_answer("All", " of it")  # role, 2 texts, finish, usage, [DONE]
-    async with Served(Reply(frames=frames, cut_after=4)) as server:
-        chunks = await collect(server.provider())
-    assert texts(chunks) == "All of it"
+    async with served(Reply(frames=frames, cut_after=4)) as server:
+        chunks = await collect(chat(server.client))
+    assert text_of(chunks) == "All of it"
     done = chunks[-1]
     assert isinstance(done, DoneChunk)
     assert done.usage is None  # the usage chunk never came
@@ -1234,13 +1177,13 @@ async def test_a_cut_after_the_finish_signal_keeps_the_whole_answer() -> None:
 
 async def test_the_sdks_read_timeout_is_a_timeout_error() -> None:
     hanging = Reply(frames=[ROLE, chunk({"content": "Hm"})], hang_after=2)
-    async with Served(hanging, timeout=5.0) as server:
-        provider = server.provider()
+    async with served(hanging, timeout=5.0) as server:
+        provider = chat(server.client)
         loop = asyncio.get_running_loop()
         started = loop.time()
         chunks = await collect(provider)
         assert loop.time() - started == pytest.approx(5.0, abs=0.1)
-    assert texts(chunks) == "Hm"
+    assert text_of(chunks) == "Hm"
     last = chunks[-1]
     assert isinstance(last, ErrorChunk)
     assert last.error is not None
@@ -1250,81 +1193,30 @@ async def test_the_sdks_read_timeout_is_a_timeout_error() -> None:
 # -- closing the HTTP stream (B10) -------------------------------------------------------------
 
 
-class HangingServer:
-    """Sends `frames`, then nothing: `hanging` is set then, `disconnected` once the client is gone.
-
-    aiohttp cancels the handler when its connection is lost (`handler_cancellation`), so
-    `disconnected` shows that the client really closed the HTTP response.
-    """
-
-    def __init__(self, frames: Sequence[bytes]) -> None:
-        self.frames = frames
-        self.hanging = asyncio.Event()
-        self.disconnected = asyncio.Event()
-        self._stopping = asyncio.Event()
-        self._runner: web.AppRunner | None = None
-        self.client: openai.AsyncOpenAI
-
-    async def __aenter__(self) -> HangingServer:
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", self._handle)
-        self._runner = web.AppRunner(
-            app, handle_signals=False, shutdown_timeout=0, handler_cancellation=True
-        )
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        host, port = self._runner.addresses[0][:2]
-        self.client = openai.AsyncOpenAI(
-            base_url=f"http://{host}:{port}/v1", api_key="sk-test", max_retries=0
-        )
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._stopping.set()  # a handler still hanging (a client that never closed) returns
-        await self.client.close()
-        assert self._runner is not None
-        await self._runner.cleanup()
-
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
-        for frame in self.frames:
-            await response.write(frame)
-        self.hanging.set()
-        try:
-            await self._stopping.wait()
-        except asyncio.CancelledError:
-            self.disconnected.set()
-            raise
-        return response
-
-    def provider(self) -> OpenAIChatProvider:
-        return OpenAIChatProvider(self.client, model="gpt-4.1-mini", messages=USER)
+def hanging(frames: Sequence[bytes]) -> AbstractAsyncContextManager[Served[openai.AsyncOpenAI]]:
+    """A server that sends `frames`, then nothing: its `hanging` is set then, `disconnected`
+    once the client is gone (aiohttp cancels the handler when its connection is lost), which
+    shows that the client really closed the HTTP response."""
+    return served(Reply(frames=frames, hang_after=len(frames)))
 
 
 async def test_aclose_mid_stream_closes_the_http_response() -> None:
-    async with HangingServer([ROLE, chunk({"content": "Hello"})]) as server:
-        provider = server.provider()
-        stream = provider.start_stream(StreamConfig(), NOWHERE)
+    async with hanging([ROLE, chunk({"content": "Hello"})]) as server:
+        provider = chat(server.client)
+        stream = provider.start_stream(StreamConfig(), ADAPTER_ONLY)
         assert isinstance(stream, AsyncIterator)
         first = provider.process_chunk(await anext(stream))
         second = provider.process_chunk(await anext(stream))
         assert [first, second] == [TextChunk(""), TextChunk("Hello")]
-        await server.hanging.wait()
-        assert not server.disconnected.is_set()
+        await server.server.hanging.wait()
+        assert not server.server.disconnected.is_set()
         await stream.aclose()  # type: ignore[attr-defined]  # an async generator
-        await asyncio.wait_for(server.disconnected.wait(), 1.0)
+        await asyncio.wait_for(server.server.disconnected.wait(), 1.0)
 
 
 async def test_a_stop_while_the_model_hangs_closes_the_http_response() -> None:
     frames = [ROLE, chunk({"content": "Hello\n"})]
-    async with stage() as s, HangingServer(frames) as server:
+    async with stage() as s, hanging(frames) as server:
         processed = asyncio.Event()
         progress: list[int] = []
 
@@ -1334,25 +1226,25 @@ async def test_a_stop_while_the_model_hangs_closes_the_http_response() -> None:
                 processed.set()
 
         async def stop_when_hanging() -> None:
-            await server.hanging.wait()
+            await server.server.hanging.wait()
             await processed.wait()
             assert s.orchestrator.request_stop(s.channel.id, "user-1")
 
         before = other_tasks()
         stopper = asyncio.create_task(stop_when_hanging())
-        result = await to_discord(s, server.provider(), on_stream_progress=on_progress)
+        result = await s.stream(chat(server.client), on_stream_progress=on_progress)
         await stopper
         assert tasks_left(before) == set()
         assert result.status == "stopped_by_user"
         assert result.accumulated_text == "Hello"
         assert s.contents == ["Hello"]
-        await asyncio.wait_for(server.disconnected.wait(), 1.0)
+        await asyncio.wait_for(server.server.disconnected.wait(), 1.0)
 
 
 async def test_each_start_stream_is_a_fresh_request() -> None:
-    async with Served(Reply(frames=text_answer("one")), Reply(frames=text_answer("two"))) as server:
-        provider = server.provider()
-        assert texts(await collect(provider)) == "one"
-        assert texts(await collect(provider)) == "two"
+    async with served(Reply(frames=text_answer("one")), Reply(frames=text_answer("two"))) as server:
+        provider = chat(server.client)
+        assert text_of(await collect(provider)) == "one"
+        assert text_of(await collect(provider)) == "two"
         assert len(server.seen) == 2
         assert server.seen[0].body == server.seen[1].body
