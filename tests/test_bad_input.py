@@ -73,20 +73,7 @@ from typing import Final
 
 import pytest
 
-from cordstream.domain import (
-    DEFAULT_CATALOGUE,
-    DoneChunk,
-    ErrorChunk,
-    FunctionCall,
-    FunctionCallChunk,
-    ProcessedChunk,
-    ProviderError,
-    StreamResult,
-    TextChunk,
-    Thought,
-    TokenUsage,
-    normalize_usage,
-)
+from cordstream import domain
 from cordstream.domain.embeds import EmbedSpec, exception_embed, provider_error_embed
 from cordstream.shell import StreamConfig
 from cordstream.shell.testing.emulator import SentMessage
@@ -113,8 +100,8 @@ shell = pytest.mark.asyncio
 virtual_time = pytest.mark.looptime
 
 SMALL: Final = StreamConfig(max_message_length=200, flush_limit=0)
-GENERIC_EXCEPTION: Final = DEFAULT_CATALOGUE.text("en", "exception.description")
-EXCEPTION_TITLE: Final = DEFAULT_CATALOGUE.text("en", "exception.title")
+GENERIC_EXCEPTION: Final = domain.DEFAULT_CATALOGUE.text("en", "exception.description")
+EXCEPTION_TITLE: Final = domain.DEFAULT_CATALOGUE.text("en", "exception.title")
 # domain.markdown's fence rule, restated independently: 3–16 backticks open (no more follow).
 _OPENER: Final = re.compile(r"[ \t]*(`{3,16})(?!`)[^`]*")
 
@@ -154,7 +141,9 @@ def _chunks(text: str, size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-def _core(chunks: Sequence[str], config: StreamConfig = SMALL) -> tuple[Driver, StreamResult]:
+def _core(
+    chunks: Sequence[str], config: StreamConfig = SMALL
+) -> tuple[Driver, domain.StreamResult]:
     driver, result = run(list(chunks), config=config)
     assert result.messages == tuple(driver.messages)  # F2: what Discord accepted, in order
     assert result.accumulated_text == "\n".join(driver.messages)
@@ -163,7 +152,7 @@ def _core(chunks: Sequence[str], config: StreamConfig = SMALL) -> tuple[Driver, 
     return driver, result
 
 
-def _transcript_is_the_result(s: Stage, result: StreamResult) -> list[str]:
+def _transcript_is_the_result(s: Stage, result: domain.StreamResult) -> list[str]:
     """F2 through the real shell: what the result says is what the channel holds, once."""
     contents = s.contents
     assert result.messages == tuple(contents)
@@ -191,57 +180,57 @@ def test_the_oracles_reject_loss_duplication_cuts_and_open_fences() -> None:
 # -- B1/B13: chunks of the wrong type ------------------------------------------------------------
 
 
-def _gen() -> Iterator[FunctionCall]:
-    yield FunctionCall("f")
+def _gen() -> Iterator[domain.FunctionCall]:
+    yield domain.FunctionCall("f")
 
 
 CONSTRUCTION: Final[dict[str, tuple[Callable[..., object], str]]] = {
     # id: (constructor call, the field the TypeError must name)
-    "text-none": (lambda: TextChunk(None), "content"),  # type: ignore[arg-type]
-    "text-bytes": (lambda: TextChunk(b"hi"), "content"),  # type: ignore[arg-type]
-    "text-int": (lambda: TextChunk(42), "content"),  # type: ignore[arg-type]
-    "text-missing": (TextChunk, "content"),
-    "text-extra-field": (lambda: TextChunk("x", extra=1), "extra"),  # type: ignore[call-arg]
+    "text-none": (lambda: domain.TextChunk(None), "content"),  # type: ignore[arg-type]
+    "text-bytes": (lambda: domain.TextChunk(b"hi"), "content"),  # type: ignore[arg-type]
+    "text-int": (lambda: domain.TextChunk(42), "content"),  # type: ignore[arg-type]
+    "text-missing": (domain.TextChunk, "content"),
+    "text-extra-field": (lambda: domain.TextChunk("x", extra=1), "extra"),  # type: ignore[call-arg]
     "text-thoughts-list": (
-        lambda: TextChunk("x", thoughts=[Thought("raw", "t")]),  # type: ignore[arg-type]
+        lambda: domain.TextChunk("x", thoughts=[domain.Thought("raw", "t")]),  # type: ignore[arg-type]
         "thoughts",
     ),
-    "text-thoughts-str": (lambda: TextChunk("x", thoughts=("t",)), "thoughts"),  # type: ignore[arg-type]
-    "text-serving-int": (lambda: TextChunk("x", serving_provider=5), "serving_provider"),  # type: ignore[arg-type]
-    "thought-bad-kind": (lambda: Thought("secret", "x"), "kind"),  # type: ignore[arg-type]
-    "thought-none": (lambda: Thought("raw", None), "content"),  # type: ignore[arg-type]
-    "call-name-none": (lambda: FunctionCall(None), "name"),  # type: ignore[arg-type]
+    "text-thoughts-str": (lambda: domain.TextChunk("x", thoughts=("t",)), "thoughts"),  # type: ignore[arg-type]
+    "text-serving-int": (lambda: domain.TextChunk("x", serving_provider=5), "serving_provider"),  # type: ignore[arg-type]
+    "thought-bad-kind": (lambda: domain.Thought("secret", "x"), "kind"),  # type: ignore[arg-type]
+    "thought-none": (lambda: domain.Thought("raw", None), "content"),  # type: ignore[arg-type]
+    "call-name-none": (lambda: domain.FunctionCall(None), "name"),  # type: ignore[arg-type]
     "call-arguments-json-string": (
-        lambda: FunctionCall("f", arguments='{"a": 1}'),  # type: ignore[arg-type]
+        lambda: domain.FunctionCall("f", arguments='{"a": 1}'),  # type: ignore[arg-type]
         "arguments",
     ),
     "call-arguments-pairs": (
-        lambda: FunctionCall("f", arguments=[("a", 1)]),  # type: ignore[arg-type]
+        lambda: domain.FunctionCall("f", arguments=[("a", 1)]),  # type: ignore[arg-type]
         "arguments",
     ),
-    "call-arguments-none": (lambda: FunctionCall("f", arguments=None), "arguments"),  # type: ignore[arg-type]
-    "call-id-int": (lambda: FunctionCall("f", id=7), "id"),  # type: ignore[arg-type]
-    "call-chunk-str": (lambda: FunctionCallChunk("f"), "call"),  # type: ignore[arg-type]
-    "call-chunk-dict": (lambda: FunctionCallChunk({"name": "f"}), "call"),  # type: ignore[arg-type]
+    "call-arguments-none": (lambda: domain.FunctionCall("f", arguments=None), "arguments"),  # type: ignore[arg-type]
+    "call-id-int": (lambda: domain.FunctionCall("f", id=7), "id"),  # type: ignore[arg-type]
+    "call-chunk-str": (lambda: domain.FunctionCallChunk("f"), "call"),  # type: ignore[arg-type]
+    "call-chunk-dict": (lambda: domain.FunctionCallChunk({"name": "f"}), "call"),  # type: ignore[arg-type]
     "call-chunk-mixed": (
-        lambda: FunctionCallChunk([FunctionCall("f"), {"name": "g"}]),  # type: ignore[list-item]
+        lambda: domain.FunctionCallChunk([domain.FunctionCall("f"), {"name": "g"}]),  # type: ignore[list-item]
         "call",
     ),
-    "call-chunk-generator": (lambda: FunctionCallChunk(_gen()), "call"),  # type: ignore[arg-type]
-    "error-chunk-str": (lambda: ErrorChunk("boom"), "error"),  # type: ignore[arg-type]
-    "error-chunk-exception": (lambda: ErrorChunk(RuntimeError("x")), "error"),  # type: ignore[arg-type]
-    "done-pairs": (lambda: DoneChunk([("finish_reason", "stop")]), "metadata"),  # type: ignore[arg-type]
-    "done-str": (lambda: DoneChunk("stop"), "metadata"),  # type: ignore[arg-type]
-    "error-kind": (lambda: ProviderError("nope", "x"), "kind"),  # type: ignore[arg-type]
-    "error-message-none": (lambda: ProviderError("api_error", None), "message"),  # type: ignore[arg-type]
-    "error-missing-message": (lambda: ProviderError("api_error"), "message"),  # type: ignore[call-arg]
-    "error-code-float": (lambda: ProviderError("api_error", "x", code=1.5), "code"),  # type: ignore[arg-type]
+    "call-chunk-generator": (lambda: domain.FunctionCallChunk(_gen()), "call"),  # type: ignore[arg-type]
+    "error-chunk-str": (lambda: domain.ErrorChunk("boom"), "error"),  # type: ignore[arg-type]
+    "error-chunk-exception": (lambda: domain.ErrorChunk(RuntimeError("x")), "error"),  # type: ignore[arg-type]
+    "done-pairs": (lambda: domain.DoneChunk([("finish_reason", "stop")]), "metadata"),  # type: ignore[arg-type]
+    "done-str": (lambda: domain.DoneChunk("stop"), "metadata"),  # type: ignore[arg-type]
+    "error-kind": (lambda: domain.ProviderError("nope", "x"), "kind"),  # type: ignore[arg-type]
+    "error-message-none": (lambda: domain.ProviderError("api_error", None), "message"),  # type: ignore[arg-type]
+    "error-missing-message": (lambda: domain.ProviderError("api_error"), "message"),  # type: ignore[call-arg]
+    "error-code-float": (lambda: domain.ProviderError("api_error", "x", code=1.5), "code"),  # type: ignore[arg-type]
     "error-retryable-str": (
-        lambda: ProviderError("api_error", "x", retryable="yes"),  # type: ignore[arg-type]
+        lambda: domain.ProviderError("api_error", "x", retryable="yes"),  # type: ignore[arg-type]
         "retryable",
     ),
     "error-user-message-int": (
-        lambda: ProviderError("api_error", "x", user_message=5),  # type: ignore[arg-type]
+        lambda: domain.ProviderError("api_error", "x", user_message=5),  # type: ignore[arg-type]
         "user_message",
     ),
 }
@@ -270,10 +259,10 @@ GARBAGE: Final[dict[str, Callable[[], object]]] = {
     "dict": lambda: {"content": "looks like text"},
     "bytes": lambda: b"raw bytes",
     "str": lambda: "a plain str",
-    "list-of-chunks": lambda: [TextChunk("a")],
+    "list-of-chunks": lambda: [domain.TextChunk("a")],
     "object-with-content": lambda: SimpleNamespace(content="hello", usage=None),
     "duck-typed-class": _DuckChunk,
-    "chunk-class-not-instance": lambda: TextChunk,
+    "chunk-class-not-instance": lambda: domain.TextChunk,
     "exception-returned": lambda: ValueError("returned, not raised"),
 }
 
@@ -288,7 +277,7 @@ class Raw:
 class Unwrapping(ScriptProvider):
     """`process_chunk` returns what a `Raw` step holds; other steps as `ScriptProvider`."""
 
-    def process_chunk(self, raw: object) -> ProcessedChunk:
+    def process_chunk(self, raw: object) -> domain.ProcessedChunk:
         self.calls.append("process")
         return raw.value if isinstance(raw, Raw) else raw  # type: ignore[return-value]
 
@@ -333,7 +322,7 @@ async def test_B13_shell_garbage_from_process_chunk_is_an_error_result_pending_n
         assert provider.calls.count("process") == 3  # "never" was not pulled
 
 
-class _HonestText(TextChunk):
+class _HonestText(domain.TextChunk):
     """A subclass that keeps the parent's validation."""
 
 
@@ -343,11 +332,11 @@ class _Str(str):
 
 @pytest.mark.parametrize(
     "chunk",
-    [_HonestText("sub text"), TextChunk(_Str("str subclass"))],
+    [_HonestText("sub text"), domain.TextChunk(_Str("str subclass"))],
     ids=["textchunk-subclass", "str-subclass-content"],
 )
 def test_B6_a_textchunk_subclass_and_a_str_subclass_are_delivered_as_text(
-    chunk: TextChunk,
+    chunk: domain.TextChunk,
 ) -> None:
     driver = Driver(SMALL)
     driver.start()
@@ -359,24 +348,24 @@ def test_B6_a_textchunk_subclass_and_a_str_subclass_are_delivered_as_text(
     assert type(result.accumulated_text) is str
 
 
-class _Unchecked(TextChunk):
+class _Unchecked(domain.TextChunk):
     """A subclass that skips validation: `_Unchecked(42)` is a TextChunk with an int content."""
 
     def __post_init__(self) -> None:
         pass
 
 
-class _UncheckedCall(FunctionCallChunk):
+class _UncheckedCall(domain.FunctionCallChunk):
     def __post_init__(self) -> None:
         pass
 
 
-class _UncheckedError(ErrorChunk):
+class _UncheckedError(domain.ErrorChunk):
     def __post_init__(self) -> None:
         pass
 
 
-class _UncheckedDone(DoneChunk):
+class _UncheckedDone(domain.DoneChunk):
     def __post_init__(self) -> None:
         pass
 
@@ -569,7 +558,10 @@ async def test_F2_shell_a_surrogate_pair_is_counted_as_discord_shows_it(size: in
 @virtual_time
 @pytest.mark.parametrize(
     "failure",
-    [ErrorChunk(ProviderError("api_error", "bad \ud800 thing")), RuntimeError("boom \udfff")],
+    [
+        domain.ErrorChunk(domain.ProviderError("api_error", "bad \ud800 thing")),
+        RuntimeError("boom \udfff"),
+    ],
     ids=["provider-error-message", "raised-exception"],
 )
 async def test_G3_shell_a_lone_surrogate_in_an_error_shows_one_embed(failure: object) -> None:
@@ -701,9 +693,9 @@ async def test_F1_shell_mentions_are_delivered_verbatim_and_ping_nobody(size: in
 @shell
 @virtual_time
 async def test_F1_shell_mentions_in_an_error_embed_ping_nobody() -> None:
-    error = ProviderError("api_error", " ".join(MENTIONS))
+    error = domain.ProviderError("api_error", " ".join(MENTIONS))
     async with stage() as s:
-        result = await s.stream(ScriptProvider(["ok\n", ErrorChunk(error)]), SMALL)
+        result = await s.stream(ScriptProvider(["ok\n", domain.ErrorChunk(error)]), SMALL)
         assert result.status == "error"
         assert len(s.embeds) == 1
         _assert_pings_nobody(s.api.messages())
@@ -790,7 +782,7 @@ def _embed_text(embed: EmbedSpec) -> str:
 
 @pytest.mark.parametrize("case", SECRETS, ids=lambda c: c.id)
 def test_G4_core_the_embed_for_an_error_never_shows_a_secret(case: SecretCase) -> None:
-    if isinstance(case.failure, ProviderError):
+    if isinstance(case.failure, domain.ProviderError):
         embed = provider_error_embed(case.failure, case.headline)
     else:
         embed = exception_embed(case.failure)
@@ -803,7 +795,7 @@ def test_G4_core_the_embed_for_an_error_never_shows_a_secret(case: SecretCase) -
 @pytest.mark.parametrize("case", SECRETS, ids=lambda c: c.id)
 async def test_G4_shell_no_request_to_discord_carries_a_secret(case: SecretCase) -> None:
     failure = case.failure
-    step = ErrorChunk(failure) if isinstance(failure, ProviderError) else failure
+    step = domain.ErrorChunk(failure) if isinstance(failure, domain.ProviderError) else failure
     async with stage() as s:
         provider = ScriptProvider(["Partial answer\n", step], headline=case.headline)
         result = await s.stream(provider, SMALL)
@@ -820,22 +812,22 @@ async def test_G4_shell_no_request_to_discord_carries_a_secret(case: SecretCase)
 def test_D2_normalize_usage_returns_the_valid_side_or_none_and_never_raises(
     case: UsageCase,
 ) -> None:
-    assert normalize_usage(case.build()) == case.expected
+    assert domain.normalize_usage(case.build()) == case.expected
 
 
 @shell
 @virtual_time
 async def test_D2_B5_shell_broken_usage_reports_change_nothing_but_usage() -> None:
     valid = {"prompt_tokens": 11, "completion_tokens": 22}
-    steps: list[object] = ["one\n", TextChunk("two\n", usage=valid)]
+    steps: list[object] = ["one\n", domain.TextChunk("two\n", usage=valid)]
     # MagicMock is left to the core table: it builds thousands of child mocks (0.5 s).
     broken = [c for c in USAGE if c.expected is None and c.id != "magicmock"]
-    steps += [TextChunk("x", usage=case.build()) for case in broken]
-    steps += [DoneChunk({"finish_reason": "stop"}, usage={"prompt_tokens": math.nan})]
+    steps += [domain.TextChunk("x", usage=case.build()) for case in broken]
+    steps += [domain.DoneChunk({"finish_reason": "stop"}, usage={"prompt_tokens": math.nan})]
     async with stage() as s:
         result = await s.stream(ScriptProvider(steps), SMALL)
         assert result.status == "completed"
-        assert result.usage == TokenUsage(11, 22)  # latest *valid* report wins (B5)
+        assert result.usage == domain.TokenUsage(11, 22)  # latest *valid* report wins (B5)
         contents = _transcript_is_the_result(s, result)
         _spans(contents, "one\ntwo\n" + "x" * (len(steps) - 3))
 
@@ -844,22 +836,22 @@ async def test_D2_B5_shell_broken_usage_reports_change_nothing_but_usage() -> No
 @virtual_time
 async def test_D2_shell_a_usage_object_that_raises_does_not_end_the_stream() -> None:
     steps: list[object] = [
-        TextChunk("one\n", usage={"prompt_tokens": 1, "completion_tokens": 2}),
-        TextChunk("two ", usage=RaisingGetattribute()),
+        domain.TextChunk("one\n", usage={"prompt_tokens": 1, "completion_tokens": 2}),
+        domain.TextChunk("two ", usage=RaisingGetattribute()),
         "three",
     ]
     async with stage() as s:
         result = await s.stream(ScriptProvider(steps), SMALL)
         assert result.status == "completed"
-        assert result.usage == TokenUsage(1, 2)
+        assert result.usage == domain.TokenUsage(1, 2)
         assert _transcript_is_the_result(s, result) == ["one", "two three"]
 
 
 # -- G2, G3, G6: errors that say nothing ---------------------------------------------------------
 
 
-def _stopped(error: ProviderError) -> str:
-    return DEFAULT_CATALOGUE.text("en", "description.stopped", reason=error.kind)
+def _stopped(error: domain.ProviderError) -> str:
+    return domain.DEFAULT_CATALOGUE.text("en", "description.stopped", reason=error.kind)
 
 
 @pytest.mark.parametrize("name", SILENT_ERRORS, ids=str)
@@ -886,7 +878,7 @@ async def test_G2_G3_shell_an_error_without_a_message_is_an_error_result_with_an
 ) -> None:
     error = SILENT_ERRORS[name]
     async with stage() as s:
-        provider = ScriptProvider(["Line\n", "pending", ErrorChunk(error), "never"])
+        provider = ScriptProvider(["Line\n", "pending", domain.ErrorChunk(error), "never"])
         result = await s.stream(provider, SMALL)
         assert result.status == "error"
         assert result.data is error
@@ -902,7 +894,7 @@ class _BadDescriber(ScriptProvider):
         super().__init__(steps)
         self.answer = answer
 
-    def describe_error(self, error: ProviderError, locale: str) -> str | None:
+    def describe_error(self, error: domain.ProviderError, locale: str) -> str | None:
         return self.answer()  # type: ignore[return-value]  # garbage on purpose
 
 
@@ -920,9 +912,9 @@ def _raise() -> object:
 async def test_G1_shell_a_broken_describe_error_falls_back_to_the_generic_headline(
     answer: Callable[[], object],
 ) -> None:
-    error = ProviderError("rate_limit", "", retryable=True)
+    error = domain.ProviderError("rate_limit", "", retryable=True)
     async with stage() as s:
-        result = await s.stream(_BadDescriber([ErrorChunk(error)], answer), SMALL)
+        result = await s.stream(_BadDescriber([domain.ErrorChunk(error)], answer), SMALL)
         assert result.status == "error"
         (embed,) = s.embeds
         assert embed["description"] == _stopped(error)

@@ -22,17 +22,7 @@ import anthropic
 import httpx2
 import pytest
 
-from cordstream.domain import (
-    DoneChunk,
-    ErrorChunk,
-    FunctionCall,
-    FunctionCallChunk,
-    ProcessedChunk,
-    ProviderError,
-    TextChunk,
-    Thought,
-    TokenUsage,
-)
+from cordstream import domain
 from cordstream.shell import StreamConfig
 from cordstream.shell.providers.anthropic import AnthropicProvider
 from cordstream.shell.providers.base import ToolOutcome
@@ -216,13 +206,13 @@ async def model(
         yield served.server, claude(served.client, **options)
 
 
-def shown(sequence: Sequence[ProcessedChunk]) -> list[ProcessedChunk]:
+def shown(sequence: Sequence[domain.ProcessedChunk]) -> list[domain.ProcessedChunk]:
     """The chunks that carry something (not the empty keep-alives)."""
     return [
         chunk
         for chunk in sequence
         if not (
-            isinstance(chunk, TextChunk)
+            isinstance(chunk, domain.TextChunk)
             and not chunk.content
             and not chunk.thoughts
             and chunk.usage is None
@@ -255,11 +245,11 @@ async def test_plain_text_streams_deltas_and_ends_with_done_and_merged_usage() -
     async with model(reply) as (_, provider):
         sequence = await collect(provider)
     assert shown(sequence) == [
-        TextChunk("", usage=usage(output_tokens=1)),  # message_start: the input side at once
-        TextChunk("Hello"),
-        TextChunk(" there!"),
-        TextChunk("", usage=usage()),  # message_delta
-        DoneChunk(
+        domain.TextChunk("", usage=usage(output_tokens=1)),  # message_start: the input side at once
+        domain.TextChunk("Hello"),
+        domain.TextChunk(" there!"),
+        domain.TextChunk("", usage=usage()),  # message_delta
+        domain.DoneChunk(
             {
                 "finish_reason": "stop",
                 "raw_finish_reason": "end_turn",
@@ -271,7 +261,7 @@ async def test_plain_text_streams_deltas_and_ends_with_done_and_merged_usage() -
     ]
     # Every event but the ping (the SDK drops it) yields one chunk, so each re-arms B2.
     assert len(sequence) == len(reply.frames) - 1
-    assert isinstance(sequence[-1], DoneChunk)
+    assert isinstance(sequence[-1], domain.DoneChunk)
     assert sequence[-1].usage == usage()
 
 
@@ -282,7 +272,7 @@ async def test_plain_text_end_to_end_lands_in_the_channel_with_both_sides_of_usa
     assert result.status == "completed"
     assert result.accumulated_text == s.api.text() == "Hello there!\nHow are you?"  # F2
     assert s.contents == ["Hello there!", "How are you?"]
-    assert result.usage == TokenUsage(input_tokens=25, output_tokens=15)
+    assert result.usage == domain.TokenUsage(input_tokens=25, output_tokens=15)
     assert result.data == {
         "finish_reason": "stop",
         "raw_finish_reason": "end_turn",
@@ -309,7 +299,7 @@ async def test_cached_input_counts_on_the_input_side() -> None:
     async with stage() as s, model(Reply(frames=frames)) as (_, provider):
         result = await s.stream(provider)
     assert result.status == "completed"
-    assert result.usage == TokenUsage(input_tokens=2310, output_tokens=7)
+    assert result.usage == domain.TokenUsage(input_tokens=2310, output_tokens=7)
 
 
 # --- usage ---------------------------------------------------------------------------------
@@ -330,13 +320,13 @@ async def test_usage_is_the_latest_running_total_never_a_sum() -> None:
     assert [u["output_tokens"] for u in reported] == [1, 40, 95, 95]  # type: ignore[index]
     assert all(u["input_tokens"] == 30 for u in reported)  # type: ignore[index]
     done = sequence[-1]
-    assert isinstance(done, DoneChunk)
+    assert isinstance(done, domain.DoneChunk)
     assert done.metadata is not None
     assert done.metadata["finish_reason"] == "stop"  # the stop reason of the later delta
 
     async with stage() as s, model(Reply(frames=frames)) as (_, provider):
         result = await s.stream(provider)
-    assert result.usage == TokenUsage(input_tokens=30, output_tokens=95)
+    assert result.usage == domain.TokenUsage(input_tokens=30, output_tokens=95)
 
 
 async def test_message_delta_input_fields_overlay_message_start() -> None:
@@ -362,9 +352,9 @@ async def test_thinking_deltas_are_raw_thoughts_and_never_text() -> None:
     async with model(reply) as (_, provider):
         sequence = await collect(provider)
     thoughts = [thought for chunk in sequence for thought in chunk.thoughts]
-    assert thoughts == [Thought("raw", "Let me think"), Thought("raw", " about it.")]
+    assert thoughts == [domain.Thought("raw", "Let me think"), domain.Thought("raw", " about it.")]
     assert text_of(sequence) == "The answer is 4."
-    assert SIGNATURE not in repr([c for c in sequence if not isinstance(c, DoneChunk)])
+    assert SIGNATURE not in repr([c for c in sequence if not isinstance(c, domain.DoneChunk)])
 
 
 async def test_thinking_end_to_end_goes_to_the_thought_log_not_the_channel() -> None:
@@ -377,7 +367,7 @@ async def test_thinking_end_to_end_goes_to_the_thought_log_not_the_channel() -> 
     assert s.contents == ["The answer is 4."]
     assert result.thought_log is not None
     assert result.thought_log.raw == "Let me think about it."
-    assert result.usage == TokenUsage(25, 15)
+    assert result.usage == domain.TokenUsage(25, 15)
 
 
 async def test_redacted_thinking_shows_nothing() -> None:
@@ -404,18 +394,18 @@ def two_tool_calls(output_tokens: int = 89) -> Reply:
     )
 
 
-PARIS = FunctionCall("get_weather", {"city": "Paris"}, id="toolu_01A")
-TOKYO = FunctionCall("get_weather", {"city": "Tokyo", "unit": "c"}, id="toolu_01B")
+PARIS = domain.FunctionCall("get_weather", {"city": "Paris"}, id="toolu_01A")
+TOKYO = domain.FunctionCall("get_weather", {"city": "Tokyo", "unit": "c"}, id="toolu_01B")
 
 
 async def test_parallel_tool_calls_come_last_in_one_chunk_with_the_usage() -> None:
     async with model(two_tool_calls(), tools=[WEATHER_TOOL]) as (_, provider):
         sequence = await collect(provider)
     last = sequence[-1]
-    assert last == FunctionCallChunk((PARIS, TOKYO), usage=usage(output_tokens=89))
+    assert last == domain.FunctionCallChunk((PARIS, TOKYO), usage=usage(output_tokens=89))
     assert last.usage == usage(output_tokens=89)
-    assert sum(isinstance(chunk, FunctionCallChunk) for chunk in sequence) == 1
-    assert not any(isinstance(chunk, DoneChunk) for chunk in sequence)
+    assert sum(isinstance(chunk, domain.FunctionCallChunk) for chunk in sequence) == 1
+    assert not any(isinstance(chunk, domain.DoneChunk) for chunk in sequence)
     assert text_of(sequence) == "Let me check both cities."
 
 
@@ -425,7 +415,7 @@ async def test_parallel_tool_calls_end_to_end_are_a_function_call_result() -> No
     assert result.status == "function_call"
     assert result.function_calls == (PARIS, TOKYO)
     assert result.data == PARIS
-    assert result.usage == TokenUsage(input_tokens=25, output_tokens=89)
+    assert result.usage == domain.TokenUsage(input_tokens=25, output_tokens=89)
     assert s.contents == ["Let me check both cities."]  # E8: flushed before the call
 
 
@@ -434,8 +424,8 @@ async def test_a_tool_call_without_input_has_empty_arguments() -> None:
     async with model(reply) as (_, provider):
         sequence = await collect(provider)
     last = sequence[-1]
-    assert isinstance(last, FunctionCallChunk)
-    assert last.calls == (FunctionCall("get_time", {}, id="toolu_01C"),)
+    assert isinstance(last, domain.FunctionCallChunk)
+    assert last.calls == (domain.FunctionCall("get_time", {}, id="toolu_01C"),)
 
 
 @pytest.mark.parametrize(
@@ -455,7 +445,7 @@ async def test_tool_input_that_is_not_a_json_object_is_a_retryable_error(
     assert error.retryable
     assert problem in error.message
     assert "get_weather" in error.message
-    assert not any(isinstance(chunk, FunctionCallChunk) for chunk in sequence)
+    assert not any(isinstance(chunk, domain.FunctionCallChunk) for chunk in sequence)
     with pytest.raises(ValueError, match="did not end in tool calls"):
         provider.after_tools([])
 
@@ -468,9 +458,11 @@ async def test_a_tool_call_cut_by_max_tokens_is_not_a_call() -> None:
     )
     async with model(reply) as (_, provider):
         sequence = await collect(provider)
-    assert not any(isinstance(chunk, FunctionCallChunk | ErrorChunk) for chunk in sequence)
+    assert not any(
+        isinstance(chunk, domain.FunctionCallChunk | domain.ErrorChunk) for chunk in sequence
+    )
     done = sequence[-1]
-    assert isinstance(done, DoneChunk)
+    assert isinstance(done, domain.DoneChunk)
     assert done.metadata is not None
     assert done.metadata["finish_reason"] == "length"
 
@@ -492,7 +484,7 @@ async def test_stop_reasons_are_unified(stop_reason: str, finish_reason: str) ->
     async with model(reply) as (_, provider):
         sequence = await collect(provider)
     done = sequence[-1]
-    assert isinstance(done, DoneChunk)
+    assert isinstance(done, domain.DoneChunk)
     assert done.metadata is not None
     assert done.metadata["finish_reason"] == finish_reason
     assert done.metadata["raw_finish_reason"] == stop_reason
@@ -507,7 +499,7 @@ async def test_max_tokens_end_to_end_completes_with_what_was_written() -> None:
     assert isinstance(result.data, dict)
     assert result.data["finish_reason"] == "length"
     assert s.contents == ["A long answer that was cu"]
-    assert result.usage == TokenUsage(25, 15)
+    assert result.usage == domain.TokenUsage(25, 15)
 
 
 async def test_a_matched_stop_sequence_is_in_the_metadata() -> None:
@@ -527,7 +519,7 @@ async def test_a_matched_stop_sequence_is_in_the_metadata() -> None:
     async with model(Reply(frames=frames), stop_sequences=["3"]) as (server, provider):
         sequence = await collect(provider)
     done = sequence[-1]
-    assert isinstance(done, DoneChunk)
+    assert isinstance(done, domain.DoneChunk)
     assert done.metadata is not None
     assert done.metadata["stop_sequence"] == "3"
     assert done.metadata["finish_reason"] == "stop"
@@ -558,7 +550,7 @@ async def test_a_refusal_after_text_is_done_with_content_filter() -> None:
     async with model(refusal("I can help with part of", " that")) as (_, provider):
         sequence = await collect(provider)
     done = sequence[-1]
-    assert isinstance(done, DoneChunk)
+    assert isinstance(done, domain.DoneChunk)
     assert done.metadata is not None
     assert done.metadata["finish_reason"] == "content_filter"
     assert done.metadata["raw_finish_reason"] == "refusal"
@@ -582,9 +574,9 @@ async def test_a_refusal_end_to_end_with_and_without_text() -> None:
     async with stage() as s, model(refusal()) as (_, provider):
         result = await s.stream(provider)
         assert result.status == "error"
-        assert isinstance(result.data, ProviderError)
+        assert isinstance(result.data, domain.ProviderError)
         assert result.data.kind == "content_blocked"
-        assert result.usage == TokenUsage(25, 3)
+        assert result.usage == domain.TokenUsage(25, 3)
         assert s.contents == []
         assert len(s.embeds) == 1
 
@@ -629,7 +621,7 @@ async def test_http_429_end_to_end_is_an_error_result_with_the_rate_limit_headli
     async with stage() as s, model(reply) as (_, provider):
         result = await s.stream(provider)
     assert result.status == "error"
-    assert isinstance(result.data, ProviderError)
+    assert isinstance(result.data, domain.ProviderError)
     assert result.data.kind == "rate_limit"
     (embed,) = s.embeds
     assert "rate limiting" in str(embed["description"])
@@ -641,7 +633,7 @@ async def test_http_404_unknown_model_end_to_end_is_a_model_error() -> None:
     async with stage() as s, model(reply) as (_, provider):
         result = await s.stream(provider)
     assert result.status == "error"
-    assert isinstance(result.data, ProviderError)
+    assert isinstance(result.data, domain.ProviderError)
     assert result.data.kind == "model_error"
     (embed,) = s.embeds
     assert embed["title"] == "Model Configuration Error"
@@ -675,11 +667,11 @@ async def test_a_mid_stream_error_end_to_end_keeps_the_text_and_the_input_usage(
     async with stage() as s, model(Reply(frames=frames)) as (_, provider):
         result = await s.stream(provider)
     assert result.status == "error"
-    assert isinstance(result.data, ProviderError)
+    assert isinstance(result.data, domain.ProviderError)
     assert result.data.kind == "provider_overloaded"
     assert result.accumulated_text.startswith("First line")
     assert s.contents[0] == "First line"
-    assert result.usage == TokenUsage(input_tokens=40, output_tokens=1)  # from message_start
+    assert result.usage == domain.TokenUsage(input_tokens=40, output_tokens=1)  # from message_start
     (embed,) = s.embeds
     assert "overloaded" in str(embed["description"])
 
@@ -707,10 +699,10 @@ async def test_a_connection_cut_end_to_end_is_an_error_with_what_was_written() -
     async with stage() as s, model(Reply(frames=frames, cut_after=5)) as (_, provider):
         result = await s.stream(provider)
     assert result.status == "error"
-    assert isinstance(result.data, ProviderError)
+    assert isinstance(result.data, domain.ProviderError)
     assert result.data.code == "connection_error"
     assert s.contents[0] == "Hello"
-    assert result.usage == TokenUsage(25, 1)
+    assert result.usage == domain.TokenUsage(25, 1)
 
 
 async def test_a_refused_connection_is_a_connection_error() -> None:
@@ -747,13 +739,13 @@ async def test_a_stream_without_message_stop_is_truncated() -> None:
     error = last_error(sequence)
     assert error.code == "truncated"
     assert error.retryable
-    assert not any(isinstance(chunk, DoneChunk) for chunk in sequence)
+    assert not any(isinstance(chunk, domain.DoneChunk) for chunk in sequence)
 
     async with stage() as s, model(Reply(frames=frames)) as (_, provider):
         result = await s.stream(provider)
     assert result.status == "error"
     assert s.contents == ["All of it?"]
-    assert result.usage == TokenUsage(25, 15)
+    assert result.usage == domain.TokenUsage(25, 15)
     (embed,) = s.embeds
     assert "cut off" in str(embed["description"])
 
@@ -793,7 +785,7 @@ async def test_unknown_events_blocks_and_deltas_are_keep_alives() -> None:
     async with model(Reply(frames=frames)) as (_, provider):
         sequence = await collect(provider)
     assert text_of(sequence) == "Still fine."
-    assert isinstance(sequence[-1], DoneChunk)
+    assert isinstance(sequence[-1], domain.DoneChunk)
     assert len(sequence) == len(frames) - 1  # every event but the ping
 
 
@@ -866,7 +858,7 @@ async def test_after_tools_appends_the_answer_as_received_and_the_tool_results()
     )
     async with model(reply, system="Be brief.", tools=[WEATHER_TOOL]) as (server, provider):
         sequence = await collect(provider)
-        assert sequence[-1] == FunctionCallChunk((PARIS, TOKYO), usage=usage())
+        assert sequence[-1] == domain.FunctionCallChunk((PARIS, TOKYO), usage=usage())
         following = provider.after_tools(
             [ToolOutcome(PARIS, '{"temp": 18}'), ToolOutcome(TOKYO, "timeout", is_error=True)]
         )
@@ -966,7 +958,7 @@ async def test_after_tools_refuses_results_that_do_not_match_the_calls() -> None
             provider.after_tools([ToolOutcome(PARIS, "only one")])
         with pytest.raises(ValueError, match="do not answer"):
             provider.after_tools(
-                [ToolOutcome(PARIS, "a"), ToolOutcome(FunctionCall("x", id="toolu_zz"), "b")]
+                [ToolOutcome(PARIS, "a"), ToolOutcome(domain.FunctionCall("x", id="toolu_zz"), "b")]
             )
         following = provider.after_tools([ToolOutcome(TOKYO, "b"), ToolOutcome(PARIS, "a")])
         assert isinstance(following, AnthropicProvider)
@@ -1003,7 +995,7 @@ async def test_a_stop_while_the_model_hangs_ends_the_stream_and_closes_the_http_
         assert result.status == "stopped_by_user"
         assert elapsed <= 5.05
         assert s.contents == ["Some text", "pending"]  # C6: a user stop flushes
-        assert result.usage == TokenUsage(25, 1)
+        assert result.usage == domain.TokenUsage(25, 1)
         assert open_at_stop == [True]
         assert len(responses) == 1
         assert responses[0].is_closed  # B10: the HTTP stream to the model is closed
@@ -1048,7 +1040,7 @@ async def test_closing_early_leaves_no_task_behind() -> None:
     async with model(two_tool_calls()) as (_, provider):
         iterator = provider.start_stream(StreamConfig(), ADAPTER_ONLY)
         async for raw in iterator:
-            if isinstance(raw, FunctionCallChunk):
+            if isinstance(raw, domain.FunctionCallChunk):
                 break
         before = asyncio.all_tasks()
         await iterator.aclose()  # type: ignore[attr-defined]  # an async generator

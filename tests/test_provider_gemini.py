@@ -23,17 +23,7 @@ import pytest
 from google import genai
 from google.genai import types
 
-from cordstream.domain import (
-    DoneChunk,
-    FunctionCall,
-    FunctionCallChunk,
-    ProcessedChunk,
-    ProviderError,
-    TextChunk,
-    Thought,
-    TokenUsage,
-    normalize_usage,
-)
+from cordstream import domain
 from cordstream.shell import StreamConfig
 from cordstream.shell.providers import base
 from cordstream.shell.providers.base import ToolOutcome
@@ -161,10 +151,15 @@ async def closed_soon(server: ModelServer) -> bool:
 async def test_plain_text_across_several_responses(transport: Transport) -> None:
     async with served(hello_world(), transport=transport) as g:
         chunks = await collect(provider(g.client))
-    assert [type(chunk) for chunk in chunks] == [TextChunk, TextChunk, TextChunk, DoneChunk]
+    assert [type(chunk) for chunk in chunks] == [
+        domain.TextChunk,
+        domain.TextChunk,
+        domain.TextChunk,
+        domain.DoneChunk,
+    ]
     assert pieces(chunks) == ["Hello", ", wor", "ld!"]
     done = chunks[-1]
-    assert isinstance(done, DoneChunk)
+    assert isinstance(done, domain.DoneChunk)
     assert done.metadata == {
         "finish_reason": "stop",
         "raw_finish_reason": "STOP",
@@ -172,11 +167,11 @@ async def test_plain_text_across_several_responses(transport: Transport) -> None
         "id": RID,
     }
     # usageMetadata as given on every chunk; the terminal one is the complete report.
-    assert [normalize_usage(chunk.usage) for chunk in chunks] == [
-        TokenUsage(8, 0),
-        TokenUsage(8, 0),
-        TokenUsage(8, 37),
-        TokenUsage(8, 37),
+    assert [domain.normalize_usage(chunk.usage) for chunk in chunks] == [
+        domain.TokenUsage(8, 0),
+        domain.TokenUsage(8, 0),
+        domain.TokenUsage(8, 37),
+        domain.TokenUsage(8, 37),
     ]
 
 
@@ -186,7 +181,7 @@ async def test_plain_text_end_to_end() -> None:
     assert result.status == "completed"
     assert result.accumulated_text == "Hello, world!"
     assert s.contents == ["Hello, world!"]
-    assert result.usage == TokenUsage(input_tokens=8, output_tokens=12 + 25)
+    assert result.usage == domain.TokenUsage(input_tokens=8, output_tokens=12 + 25)
     assert isinstance(result.data, Mapping)
     assert result.data["finish_reason"] == "stop"
     assert result.data["model"] == MODEL
@@ -234,14 +229,14 @@ async def test_thought_parts_are_summaries_and_not_text() -> None:
     async with served(thinking_then_answer()) as g:
         chunks = await collect(provider(g.client))
     assert [chunk.thoughts for chunk in chunks] == [
-        (Thought("summary", "**Planning**\n\nThe user wants "),),
-        (Thought("summary", "a greeting."),),
+        (domain.Thought("summary", "**Planning**\n\nThe user wants "),),
+        (domain.Thought("summary", "a greeting."),),
         (),
         (),
         (),
     ]
     assert pieces(chunks) == ["", "", "Hi there", "!"]
-    assert isinstance(chunks[-1], DoneChunk)
+    assert isinstance(chunks[-1], domain.DoneChunk)
 
 
 async def test_thoughts_end_to_end_count_as_output_tokens() -> None:
@@ -252,7 +247,7 @@ async def test_thoughts_end_to_end_count_as_output_tokens() -> None:
     assert s.contents == ["Hi there!"]
     assert result.thought_log is not None
     assert result.thought_log.summary == "**Planning**\n\nThe user wants a greeting."
-    assert result.usage == TokenUsage(input_tokens=12, output_tokens=3 + 61)
+    assert result.usage == domain.TokenUsage(input_tokens=12, output_tokens=3 + 61)
 
 
 async def test_repeated_usage_latest_wins_not_summed() -> None:
@@ -268,7 +263,7 @@ async def test_repeated_usage_latest_wins_not_summed() -> None:
         result = await s.stream(provider(g.client))
     assert result.status == "completed"
     assert result.accumulated_text == "One two three"
-    assert result.usage == TokenUsage(input_tokens=100, output_tokens=11)
+    assert result.usage == domain.TokenUsage(input_tokens=100, output_tokens=11)
 
 
 # -- function calls --------------------------------------------------------------------------
@@ -299,23 +294,23 @@ async def test_parallel_function_calls_end_in_one_chunk_with_the_usage(ids: bool
     async with served(parallel_calls(ids=ids)) as g:
         chunks = await collect(provider(g.client))
     assert [type(chunk) for chunk in chunks] == [
-        TextChunk,
-        TextChunk,
-        TextChunk,
-        FunctionCallChunk,
+        domain.TextChunk,
+        domain.TextChunk,
+        domain.TextChunk,
+        domain.FunctionCallChunk,
     ]
     terminal = chunks[-1]
-    assert isinstance(terminal, FunctionCallChunk)
+    assert isinstance(terminal, domain.FunctionCallChunk)
     expected_ids = ("fc-paris", "fc-tokyo") if ids else ("call_0", "call_1")
     assert terminal.calls == (
-        FunctionCall("get_weather", {"city": "Paris"}, id=expected_ids[0]),
-        FunctionCall("get_weather", {"city": "Tokyo", "unit": "C"}, id=expected_ids[1]),
+        domain.FunctionCall("get_weather", {"city": "Paris"}, id=expected_ids[0]),
+        domain.FunctionCall("get_weather", {"city": "Tokyo", "unit": "C"}, id=expected_ids[1]),
     )
     assert [call.arguments for call in terminal.calls] == [
         {"city": "Paris"},
         {"city": "Tokyo", "unit": "C"},
     ]
-    assert normalize_usage(terminal.usage) == TokenUsage(30, 71)
+    assert domain.normalize_usage(terminal.usage) == domain.TokenUsage(30, 71)
 
 
 async def test_function_calls_end_to_end() -> None:
@@ -326,7 +321,7 @@ async def test_function_calls_end_to_end() -> None:
     assert result.data == result.function_calls[0]
     assert result.accumulated_text == "Let me check."
     assert s.contents == ["Let me check."]
-    assert result.usage == TokenUsage(input_tokens=30, output_tokens=71)
+    assert result.usage == domain.TokenUsage(input_tokens=30, output_tokens=71)
 
 
 @pytest.mark.parametrize("ids", [False, True], ids=["api-sends-no-ids", "api-sends-ids"])
@@ -340,7 +335,7 @@ async def test_after_tools_sends_the_answer_as_received_and_the_function_respons
         first = provider(g.client, "Weather in Paris and Tokyo?", config)
         chunks = await collect(first)
         terminal = chunks[-1]
-        assert isinstance(terminal, FunctionCallChunk)
+        assert isinstance(terminal, domain.FunctionCallChunk)
         paris, tokyo = terminal.calls
         second = first.after_tools(
             [
@@ -406,13 +401,13 @@ async def test_after_tools_refuses_what_is_not_an_answer_to_the_last_calls() -> 
             gemini.after_tools([])  # no stream yet
         chunks = await collect(gemini)
         terminal = chunks[-1]
-        assert isinstance(terminal, FunctionCallChunk)
+        assert isinstance(terminal, domain.FunctionCallChunk)
         paris, tokyo = terminal.calls
         with pytest.raises(ValueError, match="do not answer"):
             gemini.after_tools([ToolOutcome(paris, "21")])  # Tokyo unanswered
         with pytest.raises(ValueError, match="do not answer"):
             gemini.after_tools(
-                [ToolOutcome(paris, "21"), ToolOutcome(FunctionCall("x", id="z"), "")]
+                [ToolOutcome(paris, "21"), ToolOutcome(domain.FunctionCall("x", id="z"), "")]
             )
         assert gemini.after_tools([ToolOutcome(tokyo, "18"), ToolOutcome(paris, "21")]) is not None
         await collect(gemini)  # a new stream (a retry) that ends in text forgets the calls
@@ -438,7 +433,7 @@ async def test_a_tool_round_through_run_turn() -> None:
     assert [segment.status for segment in turn.segments] == ["function_call", "completed"]
     assert weather_calls == [{"city": "Paris"}, {"city": "Tokyo", "unit": "C"}]
     assert turn.text == "Let me check.\nHello, world!"  # F2: segments joined by a line break
-    assert turn.usage == TokenUsage(input_tokens=30 + 8, output_tokens=71 + 37)
+    assert turn.usage == domain.TokenUsage(input_tokens=30 + 8, output_tokens=71 + 37)
     body = g.server.seen[1].body
     assert isinstance(body, dict)
     contents = body["contents"]
@@ -464,7 +459,7 @@ async def test_max_tokens_is_length() -> None:
         chunks = await collect(provider(g.client))
         result = await s.stream(provider(g.client))
     done = chunks[-1]
-    assert isinstance(done, DoneChunk)
+    assert isinstance(done, domain.DoneChunk)
     assert done.metadata is not None
     assert done.metadata["finish_reason"] == "length"
     assert done.metadata["raw_finish_reason"] == "MAX_TOKENS"
@@ -472,7 +467,7 @@ async def test_max_tokens_is_length() -> None:
     assert result.accumulated_text == "A long story that goes on"
     assert isinstance(result.data, Mapping)
     assert result.data["finish_reason"] == "length"
-    assert result.usage == TokenUsage(5, 16)
+    assert result.usage == domain.TokenUsage(5, 16)
 
 
 async def test_safety_with_no_text_is_content_blocked() -> None:
@@ -486,13 +481,13 @@ async def test_safety_with_no_text_is_content_blocked() -> None:
         result = await s.stream(provider(g.client))
     error = last_error(chunks)
     assert (error.kind, error.code, error.retryable) == ("content_blocked", "SAFETY", False)
-    assert normalize_usage(chunks[-1].usage) == TokenUsage(9, 0)
+    assert domain.normalize_usage(chunks[-1].usage) == domain.TokenUsage(9, 0)
     assert result.status == "error"
-    assert isinstance(result.data, ProviderError)
+    assert isinstance(result.data, domain.ProviderError)
     assert result.data.kind == "content_blocked"
     assert s.contents == []
     assert s.embeds[0]["title"] == "Content Blocked"
-    assert result.usage == TokenUsage(9, 0)
+    assert result.usage == domain.TokenUsage(9, 0)
 
 
 async def test_safety_after_text_keeps_the_text_and_says_content_filter() -> None:
@@ -508,7 +503,7 @@ async def test_safety_after_text_keeps_the_text_and_says_content_filter() -> Non
         chunks = await collect(provider(g.client))
         result = await s.stream(provider(g.client))
     done = chunks[-1]
-    assert isinstance(done, DoneChunk)
+    assert isinstance(done, domain.DoneChunk)
     assert done.metadata is not None
     assert done.metadata["finish_reason"] == "content_filter"
     assert done.metadata["raw_finish_reason"] == "SAFETY"
@@ -551,9 +546,9 @@ async def test_a_blocked_prompt_is_content_blocked() -> None:
         False,
     )
     assert result.status == "error"
-    assert isinstance(result.data, ProviderError)
+    assert isinstance(result.data, domain.ProviderError)
     assert result.data.kind == "content_blocked"
-    assert result.usage == TokenUsage(14, 0)
+    assert result.usage == domain.TokenUsage(14, 0)
     assert s.embeds[0]["title"] == "Content Blocked"
 
 
@@ -698,7 +693,7 @@ async def test_http_errors_end_to_end(status: int, body: dict[str, object], titl
     async with served(Reply(status=status, body=body)) as g, stage() as s:
         result = await s.stream(provider(g.client))
     assert result.status == "error"
-    assert isinstance(result.data, ProviderError)
+    assert isinstance(result.data, domain.ProviderError)
     assert result.data.code == status
     assert s.contents == []
     embed = s.embeds[0]
@@ -727,7 +722,7 @@ async def test_a_mid_stream_error_event(transport: Transport) -> None:
     assert result.accumulated_text == "The answer is"
     assert s.contents == ["The answer is"]  # flushed before the embed (B6)
     assert s.embeds[0]["title"] == "Provider Overloaded"
-    assert result.usage == TokenUsage(8, 0)
+    assert result.usage == domain.TokenUsage(8, 0)
 
 
 async def test_a_mid_stream_internal_error_is_retryable_api_error() -> None:
@@ -758,8 +753,8 @@ async def test_an_error_after_the_finish_signal_is_ignored() -> None:
     )
     async with served(reply) as g:
         chunks = await collect(provider(g.client))
-    assert isinstance(chunks[-1], DoneChunk)
-    assert normalize_usage(chunks[-1].usage) == TokenUsage(8, 2)
+    assert isinstance(chunks[-1], domain.DoneChunk)
+    assert domain.normalize_usage(chunks[-1].usage) == domain.TokenUsage(8, 2)
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -857,7 +852,7 @@ async def test_closing_between_responses_closes_the_http_stream_without_the_gc(
         async with served(reply, transport=transport) as g:
             stream = provider(g.client).start_stream(StreamConfig(), ADAPTER_ONLY)
             first = await anext(stream)
-            assert isinstance(first, TextChunk)
+            assert isinstance(first, domain.TextChunk)
             assert first.content == "One"
             assert g.server.open_connections() == 1
             assert isinstance(stream, AsyncGenerator)
@@ -872,7 +867,7 @@ class BrokenAfterFirst(GeminiProvider):
     and closes the adapter's generator while the SDK's stream is suspended between
     responses, the path where the SDK alone would leave the HTTP response open."""
 
-    def process_chunk(self, raw: GeminiItem) -> ProcessedChunk:
+    def process_chunk(self, raw: GeminiItem) -> domain.ProcessedChunk:
         raise RuntimeError("the host's chunk hook broke")
 
 
@@ -893,7 +888,7 @@ async def test_an_exception_result_closes_the_http_stream_without_the_gc() -> No
 async def test_describe_error_uses_the_shared_headlines() -> None:
     gemini = GeminiProvider(cast("genai.Client", None), model=MODEL, contents="x")
     assert gemini.name == "gemini"
-    error = ProviderError("provider_overloaded", "busy")
+    error = domain.ProviderError("provider_overloaded", "busy")
     assert gemini.describe_error(error, "en") == base.HEADLINES["provider_overloaded"]
     assert gemini.describe_error(base.truncated_error(), "en") == base.describe_error(
         base.truncated_error(), "en"

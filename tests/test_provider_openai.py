@@ -25,18 +25,7 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionChunk
 
-from cordstream.domain import (
-    DoneChunk,
-    ErrorChunk,
-    FunctionCall,
-    FunctionCallChunk,
-    ProcessedChunk,
-    ProviderError,
-    TextChunk,
-    Thought,
-    TokenUsage,
-    normalize_usage,
-)
+from cordstream import domain
 from cordstream.domain.catalogue import DEFAULT_CATALOGUE
 from cordstream.shell import StreamConfig, StreamOrchestrator
 from cordstream.shell.providers import base
@@ -161,13 +150,13 @@ def chat(client: openai.AsyncOpenAI, **changes: object) -> OpenAIChatProvider:
 
 async def run(
     frames: Sequence[bytes], **changes: object
-) -> tuple[list[ProcessedChunk], Served[openai.AsyncOpenAI]]:
+) -> tuple[list[domain.ProcessedChunk], Served[openai.AsyncOpenAI]]:
     async with served(Reply(frames=frames)) as server:
         chunks = await collect(chat(server.client, **changes))
     return chunks, server
 
 
-async def failure(reply: Reply) -> ProviderError:
+async def failure(reply: Reply) -> domain.ProviderError:
     """The error of a stream that fails with `reply`: exactly one chunk, an `ErrorChunk`."""
     async with served(reply) as server:
         chunks = await collect(chat(server.client))
@@ -175,7 +164,7 @@ async def failure(reply: Reply) -> ProviderError:
     return last_error(chunks)
 
 
-def thoughts(chunks: Sequence[ProcessedChunk]) -> str:
+def thoughts(chunks: Sequence[domain.ProcessedChunk]) -> str:
     return "".join(t.content for c in chunks for t in c.thoughts if t.kind == "raw")
 
 
@@ -185,22 +174,22 @@ def thoughts(chunks: Sequence[ProcessedChunk]) -> str:
 async def test_plain_text_yields_a_chunk_per_sdk_chunk_and_ends_with_done_carrying_usage() -> None:
     chunks, server = await run(text_answer("Hello", " world"))
     assert chunks[:5] == [
-        TextChunk(""),
-        TextChunk("Hello"),
-        TextChunk(" world"),
-        TextChunk(""),  # the finish chunk
-        TextChunk(""),  # the usage chunk
+        domain.TextChunk(""),
+        domain.TextChunk("Hello"),
+        domain.TextChunk(" world"),
+        domain.TextChunk(""),  # the finish chunk
+        domain.TextChunk(""),  # the usage chunk
     ]
     assert all(c.usage is None for c in chunks[:5])  # usage comes once, complete, at the end
     done = chunks[5]
-    assert isinstance(done, DoneChunk)
+    assert isinstance(done, domain.DoneChunk)
     assert done.metadata == {
         "finish_reason": "stop",
         "raw_finish_reason": "stop",
         "model": MODEL,
         "id": ID,
     }
-    assert normalize_usage(done.usage) == TokenUsage(12, 5)
+    assert domain.normalize_usage(done.usage) == domain.TokenUsage(12, 5)
     assert len(chunks) == 6
     assert len(server.seen) == 1
 
@@ -216,7 +205,7 @@ async def test_plain_text_end_to_end_completes_with_usage_and_lands_in_the_chann
         assert result.status == "completed"
         assert result.accumulated_text == "Hello there!\nBye"  # F2: joined by a line break
         assert s.contents == ["Hello there!", "Bye"]
-        assert result.usage == TokenUsage(12, 5)
+        assert result.usage == domain.TokenUsage(12, 5)
         assert isinstance(result.data, dict)
         assert result.data["finish_reason"] == "stop"
         assert result.data["model"] == MODEL
@@ -266,7 +255,7 @@ async def test_parameters_the_adapter_sets_itself_are_refused() -> None:
         provider = chat(server.client)
         assert server.seen == []  # building a provider sends nothing
     assert provider.name == "openai"
-    error = ProviderError("rate_limit", "slow down", retryable=True)
+    error = domain.ProviderError("rate_limit", "slow down", retryable=True)
     assert provider.describe_error(error, "en") == base.describe_error(error, "en")
 
 
@@ -296,14 +285,14 @@ async def test_deepseek_reasoning_content_becomes_raw_thoughts_not_text() -> Non
     chunks, _ = await run(frames)
     assert text_of(chunks) == "Hello!"
     assert [t for c in chunks for t in c.thoughts] == [
-        Thought("raw", "The user"),
-        Thought("raw", " greets me."),
+        domain.Thought("raw", "The user"),
+        domain.Thought("raw", " greets me."),
     ]
     done = chunks[-1]
-    assert isinstance(done, DoneChunk)
+    assert isinstance(done, domain.DoneChunk)
     assert done.metadata is not None
     assert done.metadata["model"] == "deepseek-reasoner"
-    assert normalize_usage(done.usage) == TokenUsage(10, 9)
+    assert domain.normalize_usage(done.usage) == domain.TokenUsage(10, 9)
 
     async with stage() as s, served(Reply(frames=frames)) as server:
         result = await s.stream(chat(server.client))
@@ -364,8 +353,8 @@ async def test_openrouter_reasoning_and_serving_provider_through_the_adapter_and
     assert thoughts(chunks) == "Short answer."
     assert all(c.serving_provider == "Anthropic" for c in chunks)
     done = chunks[-1]
-    assert isinstance(done, DoneChunk)
-    assert normalize_usage(done.usage) == TokenUsage(14, 30)
+    assert isinstance(done, domain.DoneChunk)
+    assert domain.normalize_usage(done.usage) == domain.TokenUsage(14, 30)
 
     async with stage() as s, served(Reply(frames=frames)) as server:
         result = await s.stream(chat(server.client))
@@ -373,7 +362,7 @@ async def test_openrouter_reasoning_and_serving_provider_through_the_adapter_and
         assert result.thought_log is not None
         assert result.thought_log.raw == "Short answer."
         assert result.thought_log.serving_provider == "Anthropic"
-        assert result.usage == TokenUsage(14, 30)
+        assert result.usage == domain.TokenUsage(14, 30)
         assert s.contents == ["Sure, here it is."]
 
 
@@ -417,7 +406,7 @@ async def test_usage_latest_wins_on_every_chunk_inside_the_finish_chunk_or_never
         sse_done(),
     ]
     chunks, _ = await run(vllm)
-    assert normalize_usage(chunks[-1].usage) == TokenUsage(7, 2)
+    assert domain.normalize_usage(chunks[-1].usage) == domain.TokenUsage(7, 2)
 
     # llama.cpp: the usage (and its timings) ride on the finish chunk; no usage chunk after.
     llama = [
@@ -431,18 +420,18 @@ async def test_usage_latest_wins_on_every_chunk_inside_the_finish_chunk_or_never
         sse_done(),
     ]
     chunks, _ = await run(llama)
-    assert normalize_usage(chunks[-1].usage) == TokenUsage(11, 3)
+    assert domain.normalize_usage(chunks[-1].usage) == domain.TokenUsage(11, 3)
 
     # A later usage that reports nothing (a proxy's zeros, or `null`) does not erase it.
     zeros = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
     chunks, _ = await run(
         [*llama[:2], chunk(choices=[], usage=zeros), chunk(choices=[]), sse_done()]
     )
-    assert normalize_usage(chunks[-1].usage) == TokenUsage(11, 3)
+    assert domain.normalize_usage(chunks[-1].usage) == domain.TokenUsage(11, 3)
 
     # A server that ignores stream_options: a result without usage.
     chunks, _ = await run(text_answer("Hi", usage=None))
-    assert isinstance(chunks[-1], DoneChunk)
+    assert isinstance(chunks[-1], domain.DoneChunk)
     assert chunks[-1].usage is None
 
 
@@ -484,7 +473,7 @@ async def test_missing_fields_empty_choices_and_unknown_fields_are_tolerated() -
     chunks, _ = await run(frames)
     assert text_of(chunks) == "bare main"
     done = chunks[-1]
-    assert isinstance(done, DoneChunk)
+    assert isinstance(done, domain.DoneChunk)
     assert done.metadata == {
         "finish_reason": "stop",
         "raw_finish_reason": "stop",
@@ -504,7 +493,7 @@ async def test_a_refusal_is_shown_as_the_answer() -> None:
     ]
     chunks, _ = await run(frames)
     assert text_of(chunks) == "I'm sorry, I can't help with that."
-    assert isinstance(chunks[-1], DoneChunk)
+    assert isinstance(chunks[-1], domain.DoneChunk)
 
 
 # -- finish reasons ----------------------------------------------------------------------------
@@ -516,11 +505,11 @@ async def test_a_refusal_is_shown_as_the_answer() -> None:
 async def test_length_and_content_filter_with_text_end_with_done(finish: str, unified: str) -> None:
     chunks, _ = await run(text_answer("Part of the answer", finish=finish))
     done = chunks[-1]
-    assert isinstance(done, DoneChunk)
+    assert isinstance(done, domain.DoneChunk)
     assert done.metadata is not None
     assert done.metadata["finish_reason"] == unified
     assert done.metadata["raw_finish_reason"] == finish
-    assert normalize_usage(done.usage) == TokenUsage(12, 5)
+    assert domain.normalize_usage(done.usage) == domain.TokenUsage(12, 5)
 
 
 async def test_content_filter_with_text_completes_through_discord_with_its_finish_reason() -> None:
@@ -537,18 +526,18 @@ async def test_content_filter_without_text_is_content_blocked() -> None:
     frames = [ROLE, chunk({}, "content_filter"), usage_chunk(30, 0), sse_done()]
     chunks, _ = await run(frames)
     last = chunks[-1]
-    assert isinstance(last, ErrorChunk)
+    assert isinstance(last, domain.ErrorChunk)
     assert last.error is not None
     assert last.error.kind == "content_blocked"
     assert last.error.retryable is False
-    assert normalize_usage(last.usage) == TokenUsage(30, 0)
+    assert domain.normalize_usage(last.usage) == domain.TokenUsage(30, 0)
 
     async with stage() as s, served(Reply(frames=frames)) as server:
         result = await s.stream(chat(server.client))
         assert result.status == "error"
-        assert isinstance(result.data, ProviderError)
+        assert isinstance(result.data, domain.ProviderError)
         assert result.data.kind == "content_blocked"
-        assert result.usage == TokenUsage(30, 0)
+        assert result.usage == domain.TokenUsage(30, 0)
         assert s.contents == []
         assert [e["title"] for e in s.embeds] == ["Content Blocked"]
 
@@ -558,13 +547,13 @@ async def test_a_stream_without_finish_reason_or_done_is_truncated() -> None:
     chunks, _ = await run(frames)
     assert text_of(chunks) == "The answer is"
     last = chunks[-1]
-    assert isinstance(last, ErrorChunk)
+    assert isinstance(last, domain.ErrorChunk)
     assert last.error == base.truncated_error()
 
     async with stage() as s, served(Reply(frames=frames)) as server:
         result = await s.stream(chat(server.client))
         assert result.status == "error"
-        assert isinstance(result.data, ProviderError)
+        assert isinstance(result.data, domain.ProviderError)
         assert result.data.code == "truncated"
         assert result.accumulated_text == "The answer is"  # what was written is not lost
         assert s.contents == ["The answer is"]
@@ -578,7 +567,7 @@ async def test_finish_reason_error_without_an_error_object_is_an_error() -> None
     ]
     chunks, _ = await run([*frames, sse_done()])
     last = chunks[-1]
-    assert isinstance(last, ErrorChunk)
+    assert isinstance(last, domain.ErrorChunk)
     assert last.error is not None
     assert (last.error.kind, last.error.code, last.error.retryable) == ("api_error", "error", True)
     assert last.serving_provider == "Anthropic"
@@ -611,18 +600,19 @@ def parallel_calls() -> list[bytes]:
     ]
 
 
-PARIS = FunctionCall("get_weather", {"city": "Paris"}, id="call_Paris0aB1")
-TOKYO = FunctionCall("get_weather", {"city": "Tokyo"}, id="call_Tokyo2cD3")
+PARIS = domain.FunctionCall("get_weather", {"city": "Paris"}, id="call_Paris0aB1")
+TOKYO = domain.FunctionCall("get_weather", {"city": "Tokyo"}, id="call_Tokyo2cD3")
 
 
 async def test_parallel_tool_calls_are_assembled_by_index_into_one_last_chunk_with_usage() -> None:
     chunks, _ = await run(parallel_calls(), tools=[WEATHER_TOOL])
-    assert all(c == TextChunk("") for c in chunks[:-1])  # each SDK chunk re-arms the deadline
+    keep_alive = domain.TextChunk("")
+    assert all(c == keep_alive for c in chunks[:-1])  # each SDK chunk re-arms the deadline
     assert len(chunks) == 10
     last = chunks[-1]
-    assert isinstance(last, FunctionCallChunk)
+    assert isinstance(last, domain.FunctionCallChunk)
     assert last.calls == (PARIS, TOKYO)
-    assert normalize_usage(last.usage) == TokenUsage(85, 40)
+    assert domain.normalize_usage(last.usage) == domain.TokenUsage(85, 40)
 
 
 async def test_parallel_tool_calls_end_to_end_return_both_calls_and_the_usage() -> None:
@@ -633,7 +623,7 @@ async def test_parallel_tool_calls_end_to_end_return_both_calls_and_the_usage() 
         assert result.status == "function_call"
         assert result.function_calls == (PARIS, TOKYO)
         assert result.data == PARIS
-        assert result.usage == TokenUsage(85, 40)
+        assert result.usage == domain.TokenUsage(85, 40)
         assert s.api.messages() == []
 
 
@@ -649,7 +639,7 @@ async def test_after_tools_appends_the_answer_as_received_and_one_tool_message_p
     async with served(Reply(frames=frames)) as server:
         provider = chat(server.client, tools=[WEATHER_TOOL], temperature=0)
         chunks = await collect(provider)
-        assert isinstance(chunks[-1], FunctionCallChunk)
+        assert isinstance(chunks[-1], domain.FunctionCallChunk)
         outcomes = [
             ToolOutcome(TOKYO, '{"temp_c": 24}'),
             ToolOutcome(PARIS, "error: service down", is_error=True),
@@ -707,7 +697,10 @@ async def test_after_tools_raises_unless_the_last_stream_ended_in_tool_calls() -
             provider.after_tools([ToolOutcome(PARIS, "only one")])
         with pytest.raises(ValueError, match="do not answer"):
             provider.after_tools(
-                [ToolOutcome(PARIS, "a"), ToolOutcome(FunctionCall("get_weather", id="x"), "b")]
+                [
+                    ToolOutcome(PARIS, "a"),
+                    ToolOutcome(domain.FunctionCall("get_weather", id="x"), "b"),
+                ]
             )
         provider.after_tools([ToolOutcome(PARIS, "a"), ToolOutcome(TOKYO, "b")])  # fine
         await collect(provider)  # a second stream on the same object: a text answer
@@ -716,7 +709,7 @@ async def test_after_tools_raises_unless_the_last_stream_ended_in_tool_calls() -
             provider.after_tools([ToolOutcome(PARIS, "a"), ToolOutcome(TOKYO, "b")])
         await collect(provider)  # tool calls again, then a stream that fails
         provider.after_tools([ToolOutcome(PARIS, "a"), ToolOutcome(TOKYO, "b")])
-        assert isinstance((await collect(provider))[-1], ErrorChunk)
+        assert isinstance((await collect(provider))[-1], domain.ErrorChunk)
         with pytest.raises(ValueError, match="did not end in tool calls"):
             provider.after_tools([ToolOutcome(PARIS, "a"), ToolOutcome(TOKYO, "b")])
 
@@ -750,8 +743,8 @@ async def test_a_call_without_id_gets_a_stable_synthetic_one_used_everywhere() -
         provider = chat(server.client)
         chunks = await collect(provider)
         last = chunks[-1]
-        assert isinstance(last, FunctionCallChunk)
-        assert last.calls == (FunctionCall("get_weather", {"city": "Oslo"}, id="call_0"),)
+        assert isinstance(last, domain.FunctionCallChunk)
+        assert last.calls == (domain.FunctionCall("get_weather", {"city": "Oslo"}, id="call_0"),)
         following = provider.after_tools([ToolOutcome(last.calls[0], "sunny")])
     assistant, tool = following.messages[-2:]
     assert assistant == {
@@ -789,7 +782,7 @@ async def test_calls_without_index_or_sharing_index_zero_are_kept_apart() -> Non
     ]
     chunks, _ = await run(frames)
     last = chunks[-1]
-    assert isinstance(last, FunctionCallChunk)
+    assert isinstance(last, domain.FunctionCallChunk)
     assert [(c.name, c.id, dict(c.arguments)) for c in last.calls] == [
         ("first", "a1", {}),
         ("third", "c3", {}),
@@ -808,8 +801,8 @@ async def test_empty_arguments_are_an_empty_object_and_are_handed_back_as_such()
     async with served(Reply(frames=frames)) as server:
         provider = chat(server.client)
         chunks = await collect(provider)
-        assert isinstance(chunks[-1], FunctionCallChunk)
-        assert chunks[-1].calls == (FunctionCall("now", {}, id="call_t"),)
+        assert isinstance(chunks[-1], domain.FunctionCallChunk)
+        assert chunks[-1].calls == (domain.FunctionCall("now", {}, id="call_t"),)
         assert chunks[-1].usage is None
         following = provider.after_tools([ToolOutcome(chunks[-1].calls[0], "12:00")])
     assistant: Any = following.messages[-2]  # a plain dict, with what the server sent
@@ -841,14 +834,14 @@ async def test_arguments_that_are_not_a_json_object_end_the_stream_with_an_error
         provider = chat(server.client)
         chunks = await collect(provider)
         last = chunks[-1]
-        assert isinstance(last, ErrorChunk)
+        assert isinstance(last, domain.ErrorChunk)
         assert last.error is not None
         assert last.error.kind == "api_error"
         assert last.error.code == "invalid_tool_arguments"
         assert last.error.retryable is True
         assert "'get_weather'" in last.error.message
         assert arguments in last.error.message
-        assert normalize_usage(last.usage) == TokenUsage(50, 16)
+        assert domain.normalize_usage(last.usage) == domain.TokenUsage(50, 16)
         with pytest.raises(ValueError, match="did not end in tool calls"):
             provider.after_tools([])
 
@@ -858,7 +851,7 @@ async def test_a_call_without_a_name_ends_the_stream_with_an_error() -> None:
     frames = [chunk({"role": "assistant", "tool_calls": [nameless]}), chunk({}, "tool_calls")]
     chunks, _ = await run([*frames, sse_done()])
     last = chunks[-1]
-    assert isinstance(last, ErrorChunk)
+    assert isinstance(last, domain.ErrorChunk)
     assert last.error is not None
     assert (last.error.code, last.error.retryable) == ("invalid_tool_call", True)
     assert "call_q" in last.error.message
@@ -879,7 +872,7 @@ async def test_deepseek_reasoning_is_handed_back_with_the_tool_calls() -> None:
     async with served(Reply(frames=frames)) as server:
         provider = chat(server.client)
         chunks = await collect(provider)
-        assert isinstance(chunks[-1], FunctionCallChunk)
+        assert isinstance(chunks[-1], domain.FunctionCallChunk)
         following = provider.after_tools([ToolOutcome(chunks[-1].calls[0], "rainy")])
     assistant: Any = following.messages[-2]
     assert assistant["reasoning_content"] == "Need weather."
@@ -979,7 +972,7 @@ async def test_http_errors_end_to_end_are_error_results_with_the_provider_embed(
     async with stage() as s, served(RATE_LIMITED) as server:
         result = await s.stream(chat(server.client))
         assert result.status == "error"
-        assert isinstance(result.data, ProviderError)
+        assert isinstance(result.data, domain.ProviderError)
         assert result.data.kind == "rate_limit"
         assert result.usage is None
         assert [e["title"] for e in s.embeds] == ["Rate Limited"]
@@ -1019,7 +1012,7 @@ async def test_an_unknown_model_end_to_end_is_a_model_error() -> None:
     async with stage() as s, served(reply) as server:
         result = await s.stream(chat(server.client, model="gpt-9-turbo"))
         assert result.status == "error"
-        assert isinstance(result.data, ProviderError)
+        assert isinstance(result.data, domain.ProviderError)
         assert result.data.kind == "model_error"
         assert [e["title"] for e in s.embeds] == ["Model Configuration Error"]
 
@@ -1050,7 +1043,7 @@ async def test_a_mid_stream_error_event_ends_the_stream_with_that_error() -> Non
     chunks, _ = await run(frames)
     assert text_of(chunks) == "Partial\nanswer"
     last = chunks[-1]
-    assert isinstance(last, ErrorChunk)
+    assert isinstance(last, domain.ErrorChunk)
     assert last.error is not None
     assert (last.error.kind, last.error.retryable) == ("api_error", True)
     assert last.error.message == error_event["error"]["message"]
@@ -1077,7 +1070,7 @@ async def test_openrouter_error_chunk_with_choices_is_raised_by_the_sdk_and_mapp
     chunks, _ = await run(frames)
     assert text_of(chunks) == "Once upon"
     last = chunks[-1]
-    assert isinstance(last, ErrorChunk)
+    assert isinstance(last, domain.ErrorChunk)
     assert last.error is not None
     assert (last.error.kind, last.error.code, last.error.retryable) == (
         "api_error",
@@ -1104,10 +1097,10 @@ async def test_an_error_inside_a_chunk_the_sdk_let_through_still_ends_the_answer
             choices=[{"index": 0, "delta": {"content": ""}, "finish_reason": None}],
         )
     )
-    assert shown == TextChunk("", serving_provider="Google")
+    assert shown == domain.TextChunk("", serving_provider="Google")
     item, turn = answer.terminal()
     assert turn is None
-    assert isinstance(item, ErrorChunk)
+    assert isinstance(item, domain.ErrorChunk)
     assert item.error is not None
     assert (item.error.kind, item.error.code, item.error.message) == (
         "api_error",
@@ -1124,7 +1117,7 @@ async def test_a_mid_stream_overloaded_error_with_a_numeric_code_is_overloaded()
     ]
     chunks, _ = await run(frames)
     last = chunks[-1]
-    assert isinstance(last, ErrorChunk)
+    assert isinstance(last, domain.ErrorChunk)
     assert last.error is not None
     assert (last.error.kind, last.error.code) == ("provider_overloaded", 502)
 
@@ -1132,7 +1125,7 @@ async def test_a_mid_stream_overloaded_error_with_a_numeric_code_is_overloaded()
 async def test_an_event_that_is_not_json_is_a_retryable_error() -> None:
     chunks, _ = await run([ROLE, b"data: {not json\n\n"])
     last = chunks[-1]
-    assert isinstance(last, ErrorChunk)
+    assert isinstance(last, domain.ErrorChunk)
     assert last.error is not None
     assert (last.error.kind, last.error.code, last.error.retryable) == (
         "api_error",
@@ -1148,7 +1141,7 @@ async def test_a_connection_cut_mid_stream_is_a_connection_error() -> None:
         chunks = await collect(chat(server.client))
     assert text_of(chunks) == "Half an answer"
     last = chunks[-1]
-    assert isinstance(last, ErrorChunk)
+    assert isinstance(last, domain.ErrorChunk)
     assert last.error is not None
     assert (last.error.kind, last.error.code, last.error.retryable) == (
         "api_error",
@@ -1160,7 +1153,7 @@ async def test_a_connection_cut_mid_stream_is_a_connection_error() -> None:
     async with stage() as s, served(reply) as server:
         result = await s.stream(chat(server.client))
         assert result.status == "error"
-        assert isinstance(result.data, ProviderError)
+        assert isinstance(result.data, domain.ProviderError)
         assert result.data.code == "connection_error"
         assert result.accumulated_text == "Half an answer"
 
@@ -1171,7 +1164,7 @@ async def test_a_cut_after_the_finish_signal_keeps_the_whole_answer() -> None:
         chunks = await collect(chat(server.client))
     assert text_of(chunks) == "All of it"
     done = chunks[-1]
-    assert isinstance(done, DoneChunk)
+    assert isinstance(done, domain.DoneChunk)
     assert done.usage is None  # the usage chunk never came
 
 
@@ -1185,7 +1178,7 @@ async def test_the_sdks_read_timeout_is_a_timeout_error() -> None:
         assert loop.time() - started == pytest.approx(5.0, abs=0.1)
     assert text_of(chunks) == "Hm"
     last = chunks[-1]
-    assert isinstance(last, ErrorChunk)
+    assert isinstance(last, domain.ErrorChunk)
     assert last.error is not None
     assert (last.error.kind, last.error.retryable) == ("timeout", True)
 
@@ -1207,7 +1200,7 @@ async def test_aclose_mid_stream_closes_the_http_response() -> None:
         assert isinstance(stream, AsyncIterator)
         first = provider.process_chunk(await anext(stream))
         second = provider.process_chunk(await anext(stream))
-        assert [first, second] == [TextChunk(""), TextChunk("Hello")]
+        assert [first, second] == [domain.TextChunk(""), domain.TextChunk("Hello")]
         await server.server.hanging.wait()
         assert not server.server.disconnected.is_set()
         await stream.aclose()  # type: ignore[attr-defined]  # an async generator

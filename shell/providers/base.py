@@ -73,15 +73,7 @@ from typing import (
     overload,
 )
 
-from cordstream.domain import (
-    DoneChunk,
-    ErrorChunk,
-    ErrorKind,
-    FunctionCall,
-    FunctionCallChunk,
-    ProcessedChunk,
-    ProviderError,
-)
+from cordstream import domain
 from cordstream.domain.catalogue import DEFAULT_CATALOGUE, ENGLISH, Catalogue
 from cordstream.domain.embeds import HEADLINE_KEYS, error_headline, reads_as_model_error
 from cordstream.shell.config import StreamConfig
@@ -101,7 +93,7 @@ class ToolOutcome:
     tool that failed, so providers that have a flag for it (Anthropic's `is_error`) set it.
     """
 
-    call: FunctionCall
+    call: domain.FunctionCall
     output: str
     is_error: bool = False
 
@@ -118,7 +110,7 @@ class ToolProvider(StreamProvider[Raw], Protocol):
 
 
 def check_outcomes(
-    calls: Sequence[FunctionCall], outcomes: Sequence[ToolOutcome], provider: str
+    calls: Sequence[domain.FunctionCall], outcomes: Sequence[ToolOutcome], provider: str
 ) -> None:
     """`after_tools`' precondition: the outcomes answer exactly the last answer's calls.
 
@@ -139,7 +131,7 @@ class ToolTurn(Protocol):
     """The last answer, when it ended in tool calls: what `after_tools` appends."""
 
     @property
-    def calls(self) -> tuple[FunctionCall, ...]: ...
+    def calls(self) -> tuple[domain.FunctionCall, ...]: ...
 
 
 Value = TypeVar("Value")
@@ -185,12 +177,12 @@ class StreamAnswer(Protocol[TurnT_co]):
         changes nothing, and a stream that ends without it is `truncated_error()`."""
         ...
 
-    def take(self, event: Any, /) -> ProcessedChunk | None:
+    def take(self, event: Any, /) -> domain.ProcessedChunk | None:
         """Record one SDK event; the chunk it shows now (an empty `TextChunk` when it shows
         nothing, which still re-arms the inactivity deadline, B2), or None to yield nothing."""
         ...
 
-    def terminal(self) -> tuple[ProcessedChunk, TurnT_co | None]:
+    def terminal(self) -> tuple[domain.ProcessedChunk, TurnT_co | None]:
         """The stream is over, `finished`: its last chunk, and the answer `after_tools`
         continues from when it ended in tool calls."""
         ...
@@ -229,16 +221,16 @@ class Adapter(ABC, Generic[ClientT, StreamT, TurnT]):
 
     def start_stream(
         self, config: StreamConfig, context: StreamContext
-    ) -> AsyncIterator[ProcessedChunk]:
+    ) -> AsyncIterator[domain.ProcessedChunk]:
         """A fresh request per call (a retry calls it again); forgets the last answer."""
         self._last_turn = None
         return self._read()
 
-    def process_chunk(self, raw: ProcessedChunk) -> ProcessedChunk:
+    def process_chunk(self, raw: domain.ProcessedChunk) -> domain.ProcessedChunk:
         """The identity: `start_stream` yields finished chunks (see the module docstring)."""
         return raw
 
-    def describe_error(self, error: ProviderError, locale: str) -> str | None:
+    def describe_error(self, error: domain.ProviderError, locale: str) -> str | None:
         return describe_error(error, locale)
 
     # --- ToolProvider -----------------------------------------------------------------------
@@ -261,7 +253,7 @@ class Adapter(ABC, Generic[ClientT, StreamT, TurnT]):
         """Fresh per-stream state."""
 
     @abstractmethod
-    def _failure(self, error: Exception) -> ProviderError | None:
+    def _failure(self, error: Exception) -> domain.ProviderError | None:
         """The `ProviderError` for an SDK or HTTP failure; None for anything else (a bug)."""
 
     @abstractmethod
@@ -277,10 +269,10 @@ class Adapter(ABC, Generic[ClientT, StreamT, TurnT]):
 
     # --- the stream -------------------------------------------------------------------------
 
-    async def _read(self) -> AsyncIterator[ProcessedChunk]:
+    async def _read(self) -> AsyncIterator[domain.ProcessedChunk]:
         answer = self._answer()
         stream: StreamT | None = None
-        failure: ProviderError | None = None
+        failure: domain.ProviderError | None = None
         # The SDK's generators under its stream, noted at the first event, while suspended.
         noted: list[AsyncGenerator[Any, Any]] = []
         try:
@@ -303,7 +295,7 @@ class Adapter(ABC, Generic[ClientT, StreamT, TurnT]):
             if stream is not None:
                 await self._close(stream, noted)
         if not answer.finished:
-            yield ErrorChunk(failure or truncated_error())
+            yield domain.ErrorChunk(failure or truncated_error())
             return
         chunk, self._last_turn = answer.terminal()
         yield chunk
@@ -395,27 +387,30 @@ def text_end(
     original: object = None,
     serving_provider: str | None = None,
     **metadata: object,
-) -> ProcessedChunk:
+) -> domain.ProcessedChunk:
     """The terminal chunk of an answer that ended without tool calls: a content filter with
     nothing `shown` is `content_blocked` (the user would see no answer), anything else a
     `DoneChunk` of `finish_metadata` plus `metadata` (with text, a filtered answer is done)."""
     if unify_finish_reason(reason) == "content_filter" and not shown:
         blocked = content_blocked_error(wire_value(reason), original)
-        return ErrorChunk(blocked, usage=usage, serving_provider=serving_provider)
+        return domain.ErrorChunk(blocked, usage=usage, serving_provider=serving_provider)
     finish = finish_metadata(reason, model=model, response_id=response_id)
-    return DoneChunk({**finish, **metadata}, usage=usage, serving_provider=serving_provider)
+    return domain.DoneChunk({**finish, **metadata}, usage=usage, serving_provider=serving_provider)
 
 
 def calls_end(
-    calls: Sequence[FunctionCall], *, usage: object = None, serving_provider: str | None = None
-) -> ProcessedChunk:
+    calls: Sequence[domain.FunctionCall],
+    *,
+    usage: object = None,
+    serving_provider: str | None = None,
+) -> domain.ProcessedChunk:
     """The terminal chunk of an answer that ended in tool calls: all of them in one
     `FunctionCallChunk`, or the error for the first call without a name."""
     nameless = next((call for call in calls if not call.name), None)
     if nameless is not None:
         error = invalid_tool_call_error(nameless.id)
-        return ErrorChunk(error, usage=usage, serving_provider=serving_provider)
-    return FunctionCallChunk(tuple(calls), usage=usage, serving_provider=serving_provider)
+        return domain.ErrorChunk(error, usage=usage, serving_provider=serving_provider)
+    return domain.FunctionCallChunk(tuple(calls), usage=usage, serving_provider=serving_provider)
 
 
 def tool_arguments(text: str) -> dict[str, object]:
@@ -454,7 +449,7 @@ def error_from_status(
     code: str | int | None = None,
     error_type: str | None = None,
     original: object = None,
-) -> ProviderError:
+) -> domain.ProviderError:
     """Map an HTTP failure (or a mid-stream error event) to a `ProviderError`.
 
     `error_type` is the provider's own error class when it sends one (Anthropic's
@@ -465,7 +460,7 @@ def error_from_status(
     """
     if status is None and isinstance(code, int) and 400 <= code <= 599:
         status = code  # a mid-stream error with an HTTP-like code (OpenRouter: 429, 502, 503)
-    kind: ErrorKind
+    kind: domain.ErrorKind
     kind_hint = " ".join(str(part).lower() for part in (error_type, code) if part is not None)
     if "overloaded" in kind_hint or status in {503, 529}:
         kind = "provider_overloaded"
@@ -491,7 +486,7 @@ def error_from_status(
     text = message.strip() or (
         f"HTTP {status}" if status is not None else "the provider reported an error"
     )
-    return ProviderError(
+    return domain.ProviderError(
         kind,
         text,
         code=code if code is not None else status,
@@ -500,18 +495,18 @@ def error_from_status(
     )
 
 
-def timeout_error(original: object = None) -> ProviderError:
+def timeout_error(original: object = None) -> domain.ProviderError:
     """The SDK gave up waiting for the provider (its own read or connect timeout)."""
-    return ProviderError(
+    return domain.ProviderError(
         "timeout", "the provider did not answer in time", retryable=True, original=original
     )
 
 
-def connection_error(original: object = None) -> ProviderError:
+def connection_error(original: object = None) -> domain.ProviderError:
     """The connection failed or was cut before the stream finished."""
     detail = str(original).strip() if original is not None else ""
     message = "the connection to the provider was lost"
-    return ProviderError(
+    return domain.ProviderError(
         "api_error",
         f"{message}: {detail}" if detail else message,
         code="connection_error",
@@ -520,7 +515,7 @@ def connection_error(original: object = None) -> ProviderError:
     )
 
 
-def malformed_event_error(original: object = None) -> ProviderError:
+def malformed_event_error(original: object = None) -> domain.ProviderError:
     """The provider sent a stream event whose data is not JSON (a proxy's HTML, a cut line)."""
     return error_from_status(
         None,
@@ -530,9 +525,9 @@ def malformed_event_error(original: object = None) -> ProviderError:
     )
 
 
-def truncated_error() -> ProviderError:
+def truncated_error() -> domain.ProviderError:
     """The stream ended without the provider's finish signal: the answer may be cut short."""
-    return ProviderError(
+    return domain.ProviderError(
         "api_error",
         "the provider's stream ended without a finish signal; the answer may be incomplete",
         code="truncated",
@@ -540,9 +535,9 @@ def truncated_error() -> ProviderError:
     )
 
 
-def content_blocked_error(reason: str, original: object = None) -> ProviderError:
+def content_blocked_error(reason: str, original: object = None) -> domain.ProviderError:
     """The provider refused to answer (a blocked prompt, or a filter with nothing written)."""
-    return ProviderError(
+    return domain.ProviderError(
         "content_blocked",
         f"the provider blocked the response ({reason})",
         code=reason,
@@ -551,9 +546,9 @@ def content_blocked_error(reason: str, original: object = None) -> ProviderError
     )
 
 
-def invalid_tool_call_error(call_id: str | None) -> ProviderError:
+def invalid_tool_call_error(call_id: str | None) -> domain.ProviderError:
     """The model made a tool call without a name: nothing to run."""
-    return ProviderError(
+    return domain.ProviderError(
         "api_error",
         f"the model made a tool call ({call_id}) without a name",
         code="invalid_tool_call",
@@ -561,10 +556,10 @@ def invalid_tool_call_error(call_id: str | None) -> ProviderError:
     )
 
 
-def invalid_tool_arguments_error(name: str, problem: str) -> ProviderError:
+def invalid_tool_arguments_error(name: str, problem: str) -> domain.ProviderError:
     """The model called `name` with arguments that are not a JSON object (`problem` says what
     they are): cut short by a token limit, or malformed."""
-    return ProviderError(
+    return domain.ProviderError(
         "api_error",
         f"the model called {name!r} with arguments that are not a JSON object: {problem}",
         code="invalid_tool_arguments",
@@ -574,7 +569,7 @@ def invalid_tool_arguments_error(name: str, problem: str) -> ProviderError:
 
 # --- headlines ------------------------------------------------------------------------------
 
-HEADLINES: Final[Mapping[ErrorKind, str]] = MappingProxyType(
+HEADLINES: Final[Mapping[domain.ErrorKind, str]] = MappingProxyType(
     {kind: ENGLISH[key] for kind, key in HEADLINE_KEYS.items()}
 )
 """The English headline per kind: the built-in catalogue's `headline.<kind>` messages (kept for
@@ -582,9 +577,9 @@ callers of the table; `describe_error` reads the catalogue)."""
 
 
 def describe_error(
-    error: ProviderError,
+    error: domain.ProviderError,
     locale: str,
-    headlines: Mapping[str, Mapping[ErrorKind, str]] | None = None,
+    headlines: Mapping[str, Mapping[domain.ErrorKind, str]] | None = None,
     *,
     catalogue: Catalogue = DEFAULT_CATALOGUE,
 ) -> str | None:
