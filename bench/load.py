@@ -35,12 +35,9 @@ import gc
 import math
 import os
 import time
-from collections.abc import AsyncIterator
 
-import discord
 import looptime
 
-from cordstream.domain import ProcessedChunk, ProviderError, TextChunk
 from cordstream.shell import (
     DISCORD_GLOBAL,
     StreamConfig,
@@ -48,9 +45,9 @@ from cordstream.shell import (
     StreamOrchestrator,
     set_global_budget,
 )
-from cordstream.shell.cli.demo import ANSWER, Options, ScriptedProvider
+from cordstream.shell.cli.demo import ANSWER, Options, script
 from cordstream.shell.stops import StopRegistry
-from cordstream.shell.testing.emulator import DiscordEmulator, RateLimits, discord_client
+from cordstream.shell.testing import Do, RateLimits, ScriptProvider, local_discord
 
 _LINES = (
     "Here is a short answer, streamed line by line.\n",
@@ -66,7 +63,8 @@ def _rss_bytes() -> int:
 
 
 class _Gate:
-    """Holds every stream after its first lines until all `expected` have got there."""
+    """Counts arrivals until `expected` are in (`all_in`); `wait` arrives and holds its stream
+    until the gate is `open`."""
 
     def __init__(self, expected: int) -> None:
         self.expected = expected
@@ -74,57 +72,40 @@ class _Gate:
         self.all_in = asyncio.Event()
         self.open = asyncio.Event()
 
-    async def wait(self) -> None:
+    def arrive(self) -> None:
         self.arrived += 1
         if self.arrived == self.expected:
             self.all_in.set()
+
+    async def wait(self) -> None:
+        self.arrive()
         await self.open.wait()
 
 
-class _GatedProvider:
-    name = "gated"
-
-    def __init__(self, gate: _Gate) -> None:
-        self.gate = gate
-
-    async def start_stream(
-        self, config: StreamConfig, context: StreamContext
-    ) -> AsyncIterator[ProcessedChunk]:
-        yield TextChunk(_LINES[0])
-        yield TextChunk(_LINES[1])
-        await self.gate.wait()
-        yield TextChunk(_LINES[2])
-
-    def process_chunk(self, raw: ProcessedChunk) -> ProcessedChunk:
-        return raw
-
-    def describe_error(self, error: ProviderError, locale: str) -> str | None:
-        return None
-
-
 async def _concurrent(streams: int) -> dict[str, float]:
-    async with DiscordEmulator() as api, discord_client(api) as client:
-        channels: list[discord.TextChannel] = []
-        for index in range(streams):
-            channel_id = api.channel_id if index == 0 else api.add_channel(f"c{index}")
-            channel = await client.fetch_channel(channel_id)
-            assert isinstance(channel, discord.TextChannel)
-            channels.append(channel)
+    async with local_discord() as local:
+        api = local.api
+        channels = [local.channel, *[await local.add_channel(f"c{n}") for n in range(1, streams)]]
         orchestrator = StreamOrchestrator(StopRegistry())
         config = StreamConfig()
         gate = _Gate(streams)
         gc.collect()
         baseline = _rss_bytes()
         start = time.perf_counter()
+        first_lines = _Gate(streams)  # every stream mid-answer: its first message accepted
+        stop_counting = api.on_message(lambda message: first_lines.arrive())
+        gated = [_LINES[0], _LINES[1], Do(gate.wait), _LINES[2]]
         runs = [
             asyncio.create_task(
-                orchestrator.stream_to_discord(_GatedProvider(gate), config, StreamContext(channel))
+                orchestrator.stream_to_discord(
+                    ScriptProvider(gated), config, StreamContext(channel)
+                )
             )
             for channel in channels
         ]
         await gate.all_in.wait()
-        while sum(len(api.messages(channel.id)) for channel in channels) < streams:
-            await asyncio.sleep(0.01)  # every stream mid-answer: its first message accepted
+        await first_lines.all_in.wait()
+        stop_counting()
         peak = _rss_bytes()
         gate.open.set()
         results = await asyncio.gather(*runs)
@@ -143,26 +124,10 @@ async def _concurrent(streams: int) -> dict[str, float]:
     }
 
 
-class _AnswerProvider:
-    name = "answer"
-
-    async def start_stream(
-        self, config: StreamConfig, context: StreamContext
-    ) -> AsyncIterator[ProcessedChunk]:
-        for line in _LINES:
-            yield TextChunk(line)
-
-    def process_chunk(self, raw: ProcessedChunk) -> ProcessedChunk:
-        return raw
-
-    def describe_error(self, error: ProviderError, locale: str) -> str | None:
-        return None
-
-
 async def _global_limit(streams: int) -> dict[str, float]:
     """`streams` 3-line answers at once against Discord's real limits (see the docstring)."""
     loop = asyncio.get_running_loop()
-    async with DiscordEmulator() as api, discord_client(api) as client:
+    async with local_discord() as (api, client, _):
         ids = [api.add_channel(f"c{index}") for index in range(streams)]
         channels = [client.get_partial_messageable(channel_id) for channel_id in ids]
         api.rate_limits = RateLimits()
@@ -172,7 +137,7 @@ async def _global_limit(streams: int) -> dict[str, float]:
         results = await asyncio.gather(
             *(
                 orchestrator.stream_to_discord(
-                    _AnswerProvider(), StreamConfig(), StreamContext(channel)
+                    ScriptProvider(_LINES), StreamConfig(), StreamContext(channel)
                 )
                 for channel in channels
             )
@@ -202,13 +167,11 @@ def naive_requests(text: str) -> int:
 
 
 async def _requests() -> tuple[int, int]:
-    async with DiscordEmulator() as api, discord_client(api) as client:
-        channel = await client.fetch_channel(api.channel_id)
-        assert isinstance(channel, discord.TextChannel)
+    async with local_discord() as (api, _, channel):
         orchestrator = StreamOrchestrator(StopRegistry())
         before = len(api.requests)
         result = await orchestrator.stream_to_discord(
-            ScriptedProvider(Options()), StreamConfig(flush_limit=0), StreamContext(channel)
+            ScriptProvider(script(Options())), StreamConfig(flush_limit=0), StreamContext(channel)
         )
         assert result.status == "completed", result.status
         ours = sum(1 for r in api.requests[before:] if r.channel_id == channel.id)

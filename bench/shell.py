@@ -22,45 +22,24 @@ import statistics
 import time
 from collections.abc import AsyncIterator
 
-import discord
-
 from bench.answers import answer, chunked
 from cordstream.domain import ProcessedChunk, ProviderError, TextChunk
 from cordstream.shell import StreamConfig, StreamContext, StreamOrchestrator, set_global_budget
 from cordstream.shell.stops import StopRegistry
-from cordstream.shell.testing.emulator import DiscordEmulator, discord_client
+from cordstream.shell.testing import Hang, ScriptProvider, local_discord
 
 TIMEOUT = 0.2  # inactivity timeout of the overshoot runs, seconds
 
 
-class HangingProvider:
-    name = "hanging"
-
-    def __init__(self) -> None:
-        self.last_chunk_at = 0.0
-
-    async def start_stream(
-        self, config: StreamConfig, context: StreamContext
-    ) -> AsyncIterator[ProcessedChunk]:
-        loop = asyncio.get_running_loop()
-        for text in ("A complete line.\n", "and half of the next"):
-            self.last_chunk_at = loop.time()
-            yield TextChunk(text)
-        await asyncio.Event().wait()
-
-    def process_chunk(self, raw: ProcessedChunk) -> ProcessedChunk:
-        return raw
-
-    def describe_error(self, error: ProviderError, locale: str) -> str | None:
-        return None
+def _hanging() -> ScriptProvider:
+    """One complete line and one unfinished one, then the model stops answering."""
+    return ScriptProvider(["A complete line.\n", "and half of the next", Hang()])
 
 
 async def _measure(runs: int) -> tuple[list[float], list[float]]:
     stops: list[float] = []
     overshoots: list[float] = []
-    async with DiscordEmulator() as api, discord_client(api) as client:
-        channel = await client.fetch_channel(api.channel_id)
-        assert isinstance(channel, discord.TextChannel)
+    async with local_discord() as (_, _, channel):
         orchestrator = StreamOrchestrator(StopRegistry())
         context = StreamContext(channel)
         loop = asyncio.get_running_loop()
@@ -72,22 +51,23 @@ async def _measure(runs: int) -> tuple[list[float], list[float]]:
 
         for _ in range(runs):
             loop.call_later(0.05, stop)
-            result = await orchestrator.stream_to_discord(
-                HangingProvider(), StreamConfig(), context
-            )
+            result = await orchestrator.stream_to_discord(_hanging(), StreamConfig(), context)
             assert result.status == "stopped_by_user", result.status
             stops.append(loop.time() - asked[-1])
 
-            provider = HangingProvider()
+            provider = _hanging()
             config = StreamConfig(inactivity_timeout=TIMEOUT)
             result = await orchestrator.stream_to_discord(provider, config, context)
             assert result.status == "timeout", result.status
+            assert provider.last_chunk_at is not None
             overshoots.append(loop.time() - (provider.last_chunk_at + TIMEOUT))
     return stops, overshoots
 
 
 class ListProvider:
-    """Yields pre-built chunks, awaiting nothing: the provider costs as little as possible."""
+    """Yields pre-built chunks, awaiting nothing: the provider costs as little as possible.
+    Not the test kit's `ScriptProvider`, on purpose: this is the floor the ratio divides by,
+    and a provider that notes every call would raise the floor and flatter the shell."""
 
     name = "list"
 

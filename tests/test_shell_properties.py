@@ -9,20 +9,23 @@ is exact.
 
 Rules: queue Discord faults for the next requests; run one stream with a random provider
 script, config, context, stop/follow-up requests at random moments (one maybe registered
-before the stream), and maybe the caller cancelling it. After each run the invariants of
-`check_run` hold: one result or (only when the caller cancelled) `CancelledError`; provider
-closed; no task, listener or resolved registry entry left; `messages` is the transcript of
-accepted messages and `accumulated_text` their join by "\\n" (F2); sizes, mentions, replies;
-timeout and stop timing.
+before the stream), and maybe the caller cancelling it. After each run, `check_run` holds:
+the invariants the soak checks too, from their one home, `tests/oracle.py` (one result or,
+only when the caller cancelled, `CancelledError`; the result's `anomalies` empty; the
+provider closed at once on a request, a cancel or the deadline; `messages` the transcript of
+the accepted messages and `accumulated_text` their join by "\\n" (F2); sizes, mentions,
+replies, embeds; stops never lost; every status explained, and a quiet stream's status the
+one its script predicts, `expected_ending`), and no task, listener or resolved registry
+entry left.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import Final, Literal, TypeVar
+from typing import Final, TypeVar
 
 import looptime
 import pytest
@@ -52,62 +55,34 @@ from cordstream.shell.testing.emulator import (
     Fault,
     FaultRoute,
     RateLimited,
-    RecordedRequest,
-    SentMessage,
 )
 from tests.fuzz import examples
-from tests.stage import Hang, ScriptProvider, Sleep, Stage, Step, other_tasks, stage
+from tests.oracle import (
+    BOUND,
+    ENDING_STATUSES,
+    Fired,
+    Observed,
+    Request,
+    TimedRegistry,
+    When,
+    check,
+    describe,
+    entry_explained,
+    leftover_tasks,
+)
+from tests.stage import Hang, ScriptProvider, Sleep, Stage, Step, stage
 
 # A stream in these tests ends well within this (virtual) time, or it is stuck.
 RUN_LIMIT: Final = 900.0
 # After a run, wait this long (virtual) so that a slow reply the stream gave up on lands now.
 SETTLE: Final = 60.0
-# How close to the deadline / the request the provider must be closed (B2, B3).
-BOUND: Final = 0.05
 MAX_PENDING_FAULTS: Final = 4
-DISCORD_LIMIT: Final = 2000
 USER_ID: Final = 123456789012345678
 
-RequestKind = Literal["stop", "follow_up"]
 T = TypeVar("T")
 
 
 # -- what the test records -----------------------------------------------------------------------
-
-
-class TimedCalls(list[str]):
-    """`ScriptProvider.calls` that also notes the loop time of each call (virtual time)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.times: list[tuple[str, float]] = []
-
-    def append(self, item: str) -> None:
-        super().append(item)
-        self.times.append((item, asyncio.get_running_loop().time()))
-
-    def last(self, *names: str) -> float | None:
-        found = [at for name, at in self.times if name in names]
-        return found[-1] if found else None
-
-
-@dataclass(frozen=True)
-class Request:
-    """A stop or follow-up, `at` seconds after the stream started (None: before it)."""
-
-    kind: RequestKind
-    requester: str | None
-    at: float | None = None
-
-
-@dataclass(frozen=True)
-class Fired:
-    """A request the test made: when, whether the registry accepted it, the context it carried."""
-
-    request: Request
-    at: float
-    accepted: bool
-    context: str
 
 
 @dataclass(frozen=True)
@@ -115,38 +90,51 @@ class Plan:
     steps: tuple[Step, ...]
     raise_in_process: Exception | None
     config: StreamConfig
-    requests: tuple[Request, ...]
+    requests: tuple[Request, ...]  # at moments after the stream started
     before: Request | None  # registered before the stream starts (B4)
     cancel_at: float | None  # the caller cancels its task then
     reply: bool
     suppress: bool
 
 
-@dataclass
-class Run:
-    """Everything one run produced, for the checks."""
+@dataclass(kw_only=True)
+class Run(Observed):
+    """Everything one run produced: what the oracle judges (`tests.oracle.Observed`), and the
+    tasks and registry listeners it left."""
 
     plan: Plan
-    provider: ScriptProvider
-    calls: TimedCalls
-    done_at: float  # loop time when stream_to_discord returned or raised
-    result: StreamResult | None
-    escaped: BaseException | None
-    cancel_requested_at: float | None
-    fired: list[Fired]
     leftover_tasks: list[str]
     listening: int
-    faults_at_start: bool
-    messages: list[SentMessage]
-    requests: list[RecordedRequest]
-    left_entry: tuple[str, float] | None  # (kind, at) of the registry entry after the run
-    reply_id: int
 
 
-def server_side(task: asyncio.Task[object]) -> bool:
-    """The emulator's own connection handlers (aiohttp's server): Discord's side, not ours."""
-    name: str = getattr(task.get_coro(), "__qualname__", "")
-    return name.startswith("RequestHandler.")
+def expected_ending(plan: Plan) -> frozenset[str] | None:
+    """The statuses the script ends in when nothing intervenes (`Observed.expected`); None
+    when that depends on timing (a pause within BOUND of the inactivity timeout)."""
+    timeout = plan.config.inactivity_timeout
+    silence = 0.0
+    for step in plan.steps:
+        if isinstance(step, Sleep):
+            silence += step.seconds
+            if silence > timeout + BOUND:
+                return ENDING_STATUSES["hang"]
+            if silence >= timeout - BOUND:
+                return None
+            continue
+        silence = 0.0  # anything else ends the silence, or the stream
+        match step:
+            case Hang():
+                return ENDING_STATUSES["hang"]
+            case BaseException() | ErrorChunk(error=ProviderError()):
+                return ENDING_STATUSES["error"]
+            case _ if plan.raise_in_process is not None:
+                return ENDING_STATUSES["error"]
+            case FunctionCallChunk() if step.calls:
+                return ENDING_STATUSES["function_call"]
+            case str() | TextChunk() | DoneChunk() | ErrorChunk() | FunctionCallChunk():
+                pass  # text, or a chunk the stream goes on after
+            case _:  # garbage: not a chunk (B13)
+                return ENDING_STATUSES["error"]
+    return ENDING_STATUSES["end"]
 
 
 # -- strategies --------------------------------------------------------------------------------
@@ -274,10 +262,10 @@ user_ids = st.sampled_from(["user-1", "user-3"])
 moments = st.integers(0, 60_000_000).map(lambda us: us / 1_000_000)
 
 
-def requests_at(at: st.SearchStrategy[float | None]) -> st.SearchStrategy[Request]:
+def requests_at(when: When, at: st.SearchStrategy[float]) -> st.SearchStrategy[Request]:
     return st.one_of(
-        st.builds(Request, st.just("stop"), stop_requesters, at),
-        st.builds(Request, st.just("follow_up"), user_ids, at),
+        st.builds(Request, st.just("stop"), stop_requesters, st.just(when), at),
+        st.builds(Request, st.just("follow_up"), user_ids, st.just(when), at),
     )
 
 
@@ -286,8 +274,10 @@ plans = st.builds(
     steps=scripts,
     raise_in_process=sometimes(st.builds(ValueError, st.just("cannot parse chunk")), 10),
     config=configs,
-    requests=st.one_of(st.just(()), st.lists(requests_at(moments), max_size=2).map(tuple)),
-    before=sometimes(requests_at(st.none()), 10),
+    requests=st.one_of(
+        st.just(()), st.lists(requests_at("during", moments), max_size=2).map(tuple)
+    ),
+    before=sometimes(requests_at("before", st.just(0.0)), 10),
     cancel_at=sometimes(moments, 8),
     reply=st.booleans(),
     suppress=st.booleans(),
@@ -324,7 +314,9 @@ class ShellMachine(RuleBasedStateMachine):
         self.runner = asyncio.Runner(loop_factory=looptime.new_event_loop)
         self.exits = AsyncExitStack()
         try:
-            self.stage: Stage = self.runner.run(self.exits.enter_async_context(stage()))
+            self.stage: Stage = self.runner.run(
+                self.exits.enter_async_context(stage(TimedRegistry))
+            )
             self.reply_id = self.stage.api.post_user_message("a question for the bot")
         except BaseException:
             self.runner.close()
@@ -361,41 +353,50 @@ class ShellMachine(RuleBasedStateMachine):
         loop = asyncio.get_running_loop()
         s = self.stage
         api, stops, channel_id = s.api, s.stops, s.channel.id
+        assert isinstance(stops, TimedRegistry)
         first_message, first_request = len(api.messages()), len(api.requests)
-        faults_at_start = bool(api.pending_faults)
-        before = other_tasks()
-        calls = TimedCalls()
-        provider = ScriptProvider(plan.steps, calls=calls, raise_in_process=plan.raise_in_process)
-        fired: list[Fired] = []
+        before = set(asyncio.all_tasks())
+        provider = ScriptProvider(plan.steps, raise_in_process=plan.raise_in_process)
+        run = Run(
+            plan=plan,
+            config=plan.config,
+            provider=provider,
+            reply_to=self.reply_id if plan.reply else None,
+            suppress=plan.suppress,
+            expected=expected_ending(plan),
+            leftover_tasks=[],
+            listening=0,
+        )
 
         def fire(request: Request) -> None:
-            context = f"context-{self.runs}-{len(fired)}"
+            context = f"context-{self.runs}-{len(run.fired)}"
+            replaced = stops.peek(channel_id)
             if request.kind == "stop":
                 accepted = s.orchestrator.request_stop(channel_id, request.requester, context)
             else:
                 accepted = s.orchestrator.request_follow_up(channel_id, request.requester or "")
-            fired.append(Fired(request, loop.time(), accepted, context))
+            entry = stops.peek(channel_id)
+            run.fired.append(Fired(request, loop.time(), accepted, context, replaced, entry))
 
         if plan.before is not None:
             fire(plan.before)
         context: dict[str, object] = {"suppress_user_errors": plan.suppress}
         if plan.reply:
             context["reply_to"] = s.channel.get_partial_message(self.reply_id)
-        done_at: list[float] = []
 
         async def call() -> StreamResult:
             try:
                 return await s.stream(provider, plan.config, **context)
             finally:
-                done_at.append(loop.time())
+                run.done_at = loop.time()
+                run.provider_running = provider.running
 
         task = loop.create_task(call())
-        handles = [loop.call_later(r.at, fire, r) for r in plan.requests if r.at is not None]
-        cancel_requested: list[float] = []
+        handles = [loop.call_later(r.at, fire, r) for r in plan.requests]
 
         def cancel() -> None:
             if task.cancel():
-                cancel_requested.append(loop.time())
+                run.cancel_delivered, run.interrupted_at = True, loop.time()
 
         if plan.cancel_at is not None:
             handles.append(loop.call_later(plan.cancel_at, cancel))
@@ -403,211 +404,40 @@ class ShellMachine(RuleBasedStateMachine):
         for handle in handles:
             handle.cancel()
         assert task.done(), f"the stream did not end within {RUN_LIMIT} virtual seconds"
-
-        result: StreamResult | None = None
-        escaped: BaseException | None = None
         try:
-            result = task.result()
+            run.result = task.result()
+        except asyncio.CancelledError as error:
+            run.caller_cancelled = run.cancel_delivered
+            run.escaped = None if run.cancel_delivered else error
         except BaseException as error:  # whatever escaped is the finding
-            escaped = error
-        leftover = sorted(
-            getattr(t.get_coro(), "__qualname__", repr(t))
-            for t in other_tasks() - before
-            if not server_side(t)
-        )
-        listening = stops.listening()
-        entry = stops.peek(channel_id)
-        left_entry = (entry.kind, entry.at) if entry is not None else None
+            run.escaped = error
+        run.leftover_tasks = leftover_tasks(before)
+        run.listening = stops.listening()
+        run.ended_at = stops.unlistened.pop(channel_id, None)
+        run.registry_entry = stops.peek(channel_id)
         # Clear what this run registered, so that the next run starts with an empty registry.
-        if entry is not None:
-            stops.consume(channel_id, entry)
+        if run.registry_entry is not None:
+            stops.consume(channel_id, run.registry_entry)
+        # A slow reply the stream gave up on lands now, in this run's transcript.
         await asyncio.sleep(SETTLE)
-        return Run(
-            plan=plan,
-            provider=provider,
-            calls=calls,
-            done_at=done_at[0],
-            result=result,
-            escaped=escaped,
-            cancel_requested_at=cancel_requested[0] if cancel_requested else None,
-            fired=fired,
-            leftover_tasks=leftover,
-            listening=listening,
-            faults_at_start=faults_at_start,
-            messages=api.messages()[first_message:],
-            requests=api.requests[first_request:],
-            left_entry=left_entry,
-            reply_id=self.reply_id,
-        )
-
-
-# -- the invariants ----------------------------------------------------------------------------
-
-INTERNAL_IDS: Final = frozenset(
-    {"send_message_limit", "flush_limit", "channel_deleted", "missing_access"}
-)
+        run.messages = api.messages()[first_message:]
+        run.requests = api.requests[first_request:]
+        return run
 
 
 def check_run(run: Run) -> None:
-    """Everything that must hold after one run, whatever the script, faults and requests."""
-    provider, plan = run.provider, run.plan
-    # B1: one result, nothing escaped; only the caller's own cancellation propagates.
-    if run.cancel_requested_at is not None:
-        assert isinstance(run.escaped, asyncio.CancelledError), (
-            f"the caller cancelled, but the stream gave {run.result or run.escaped!r}"
-        )
-    else:
-        assert run.escaped is None, f"escaped from stream_to_discord: {run.escaped!r}"
-        assert isinstance(run.result, StreamResult)
-    # B10, B11, C5: provider closed, nothing left running or listening.
-    if provider.started:
-        assert provider.closed, "the provider's iterator was not closed"
-    assert run.leftover_tasks == [], f"tasks left behind: {run.leftover_tasks}"
-    assert run.listening == 0, "a registry listener was left behind"
-    sends = [r for r in run.requests if r.kind == "send"]
-    for request in sends:
-        body = request.json if isinstance(request.json, Mapping) else {}
-        content = body.get("content") or ""
-        assert len(content) <= min(DISCORD_LIMIT, plan.config.max_message_length), (
-            f"a {len(content)}-character message was sent (E7)"
-        )
-        mentions = body.get("allowed_mentions")
-        assert isinstance(mentions, Mapping), "a send without allowed_mentions (F1)"
-        assert mentions.get("parse") == [], f"a send allowing mentions: {mentions} (F1)"
-    for message in run.messages:
-        assert not message.pings.anyone, f"a message pinged: {message.content!r} (F1)"
-    if plan.suppress:
-        assert not any(m.embeds for m in run.messages), "an embed despite suppress (G7)"
-    # B3: a request closes the provider at once (even while it hangs), and so does the caller.
-    close_at = run.calls.last("close")
-    moments = [f.at for f in run.fired if f.accepted and f.at <= run.done_at]
-    if run.cancel_requested_at is not None:
-        moments.append(run.cancel_requested_at)
-    if provider.started and close_at is not None and moments:
-        assert close_at <= min(moments) + BOUND, (
-            f"provider closed at {close_at}, {close_at - min(moments):.3f} s after a request (B3)"
-        )
-    if run.result is not None:
-        check_result(run, run.result)
-
-
-def check_result(run: Run, result: StreamResult) -> None:
-    plan, provider = run.plan, run.provider
-    texts = [m for m in run.messages if not m.embeds]
-    # F2: the result is exactly what Discord accepted, in order, and its text is those
-    # contents joined by "\n". SETTLE makes a message Discord accepted after the result show
-    # up here too.
-    accepted_contents = tuple(m.content for m in texts)
-    assert result.messages == accepted_contents, (
-        f"messages {result.messages!r} != transcript {accepted_contents!r} (F2)"
-    )
-    transcript = "\n".join(accepted_contents)
-    assert result.accumulated_text == transcript, (
-        f"accumulated_text {result.accumulated_text!r} != transcript {transcript!r} (F2)"
-    )
-    assert result.messages_sent == len(texts), f"{result.messages_sent} != {len(texts)} (F2)"
-    # F1: the first message replies (without pinging), later ones do not.
-    if plan.reply and texts:
-        reference = texts[0].message_reference
-        assert reference is not None, "the first message is not a reply (F1)"
-        assert int(reference["message_id"]) == run.reply_id, f"replies to {reference}"
-        assert all(m.message_reference is None for m in texts[1:]), "a later reply (F1)"
-
-    # B4: a request registered before the stream resolves it before the provider starts.
-    accepted = [f for f in run.fired if f.accepted]
-    if plan.before is not None:
-        assert not provider.started, "the provider was started despite a pending request (B4)"
-        assert result.status in ("stopped_by_user", "follow_up_interrupt"), result.status
-        assert not any(r.kind == "send" and not _is_embed(r) for r in run.requests), (
-            "text was sent despite a request registered before the stream (B4)"
-        )
-    # C4, C7: a request outcome comes from a request the test made, with its context.
-    before_result = [f for f in accepted if f.at <= run.done_at]
-    if result.status == "follow_up_interrupt":
-        assert any(f.request.kind == "follow_up" for f in before_result), "no follow-up came"
-        assert result.stop_reason == "user_request", result.stop_reason
-    if result.status == "stopped_by_user" and result.stop_reason in (
-        "user_request",
-        "system_request",
-    ):
-        user = result.stop_reason == "user_request"
-        contexts = {
-            f.context
-            for f in before_result
-            if f.request.kind == "stop"
-            and bool(f.request.requester) == user
-            and f.request.requester not in INTERNAL_IDS
-        }
-        assert result.stop_context in contexts, f"stop_context {result.stop_context!r} (C7)"
-    # C5: no entry the stream resolved is left; entries registered after the result may stay,
-    # and so may a follow-up that arrived while a request or internal stop was already ending
-    # the stream (it is for the next stream).
-    if run.left_entry is not None:
-        kind, at = run.left_entry
-        after_result = at >= run.done_at
-        waiting_follow_up = kind == "follow_up" and result.status in (
-            "stopped_by_user",
-            "follow_up_interrupt",
-        )
-        # A stop that arrives once an internal stop fixed the outcome stays for the bot (C5).
-        fixed = kind == "stop" and result.stop_reason in INTERNAL_IDS
-        assert after_result or waiting_follow_up or fixed, (
-            f"a {kind} registered at {at} is left after a {result.status} result at "
-            f"{run.done_at} (C5)"
-        )
-    check_timing(run, result)
-
-
-def check_timing(run: Run, result: StreamResult) -> None:
-    """B2: the deadline is the last chunk plus the timeout, and it fires while hanging."""
-    plan = run.plan
-    timeout = plan.config.inactivity_timeout
-    last_chunk = run.calls.last("start", "process")
-    close_at = run.calls.last("close")
-    if result.status == "timeout":
-        assert last_chunk is not None, "a timeout without starting the provider"
-        assert close_at is not None, "a timeout without closing the provider (B10)"
-        deadline = last_chunk + timeout
-        assert abs(close_at - deadline) <= BOUND, (
-            f"timed out at {close_at}, the deadline was {deadline} (B2)"
-        )
-    hangs = _reaches_hang(plan.steps) and plan.raise_in_process is None
-    quiet = (
-        plan.before is None
-        and not any(f.accepted and f.at <= run.done_at for f in run.fired)
-        and run.cancel_requested_at is None
-        and not run.faults_at_start
-    )
-    if hangs and quiet:
-        limits = {
-            "send_message_limit": plan.config.send_message_limit,
-            "flush_limit": plan.config.flush_limit,
-        }
-        limited = result.status == "stopped_by_user" and result.stop_reason in limits
-        if limited:
-            assert result.stop_reason is not None
-            assert result.messages_sent == limits[result.stop_reason], (
-                f"{result.stop_reason} after {result.messages_sent} messages (F3)"
-            )
-        else:
-            assert result.status == "timeout", (
-                f"a hanging provider with no stop ended as {result.status} (B2)"
-            )
-
-
-def _reaches_hang(steps: tuple[Step, ...]) -> bool:
-    """Whether the provider gets to a `Hang` with nothing that ends the stream before it."""
-    for step in steps:
-        if isinstance(step, Hang):
-            return True
-        if not isinstance(step, str | Sleep) and not any(step is c for c in GOING_ON):
-            return False
-    return False
-
-
-def _is_embed(request: RecordedRequest) -> bool:
-    body = request.json
-    return isinstance(body, Mapping) and bool(body.get("embeds"))
+    """Everything that must hold after one run, whatever the script, faults and requests: the
+    oracle's invariants (`tests.oracle.check`), nothing left running or listening (B11, C5),
+    and no registry entry the stream should have resolved (C5)."""
+    violations = check(run)
+    if run.leftover_tasks:
+        violations.append(("leaked_tasks", f"tasks left behind: {run.leftover_tasks}"))
+    if run.listening:
+        violations.append(("leaked_listener", "a registry listener was left behind"))
+    entry = run.registry_entry
+    if entry is not None and not entry_explained(run, entry):
+        violations.append(("registry_entry", f"a {entry.kind} at {entry.at} was left (C5)"))
+    assert violations == [], describe(violations)
 
 
 TestShellMachine = ShellMachine.TestCase

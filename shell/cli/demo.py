@@ -1,25 +1,27 @@
 """`cordstream demo`: a built-in answer streamed through the real shell into a local Discord.
 
 No token, no key, no network beyond 127.0.0.1: the demo starts the project's Discord REST
-emulator (`cordstream.shell.testing.emulator`), logs a real `discord.Client` into it, posts a user
-question, and lets `StreamOrchestrator.stream_to_discord` stream a scripted provider's answer as a
-reply. It prints each message as the channel receives it, then the channel as a user sees it, then
+emulator (`cordstream.shell.testing.emulator`), logs a real `discord.Client` into it, posts a
+user question, and lets `StreamOrchestrator.stream_to_discord` stream the built-in answer as a
+reply, played by the test kit's scripted provider (`cordstream.shell.testing.ScriptProvider`).
+It prints each message as the channel receives it, then the channel as a user sees it, then
 the `StreamResult`. Options schedule a `/stop`, a follow-up message or a hanging provider.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from cordstream.domain import DoneChunk, ProcessedChunk, ProviderError, StreamResult, TextChunk
+from cordstream.domain import DoneChunk, ProcessedChunk, StreamResult, TextChunk
 from cordstream.shell.cli.console import Printer, local_discord
 from cordstream.shell.config import StreamConfig
 from cordstream.shell.context import StreamContext
 from cordstream.shell.orchestrator import StreamOrchestrator
 from cordstream.shell.stops import StopRegistry
 from cordstream.shell.testing.emulator import SentMessage
+from cordstream.shell.testing.script import Hang, ScriptProvider, Sleep, Step
 
 _PARAGRAPH = (
     "Streaming into Discord looks simple until the details arrive. A message may hold at most "
@@ -77,39 +79,19 @@ class Options:
     timeout: float = 3.0  # inactivity timeout, seconds
 
 
-class ScriptedProvider:
-    """A provider that streams `chunks()` at `speed` chunks per second (SPEC §A protocol)."""
-
-    name = "scripted"
-
-    def __init__(self, options: Options) -> None:
-        self.options = options
-        self.closed = False
-
-    async def start_stream(
-        self, config: StreamConfig, context: StreamContext
-    ) -> AsyncIterator[ProcessedChunk]:
-        items = list(chunks())
-        hang_at = len(items) // 3 if self.options.hang else len(items)
-        try:
-            for index, item in enumerate(items):
-                if index == hang_at:
-                    await asyncio.Event().wait()  # the model stops answering
-                await asyncio.sleep(1 / self.options.speed)
-                yield item
-        finally:
-            self.closed = True  # B10: the stream is closed whatever ends it
-
-    def process_chunk(self, raw: ProcessedChunk) -> ProcessedChunk:
-        return raw
-
-    def describe_error(self, error: ProviderError, locale: str) -> str | None:
-        return None
+def script(options: Options) -> list[Step]:
+    """The built-in answer as the demo's model streams it (`chunks()`): `speed` chunks a
+    second and, with `hang`, nothing more after the first third."""
+    items = list(chunks())
+    if options.hang:
+        items = items[: len(items) // 3]
+    steps: list[Step] = [step for item in items for step in (Sleep(1 / options.speed), item)]
+    return [*steps, Hang()] if options.hang else steps
 
 
 async def run_demo(
     options: Options, out: Printer = print
-) -> tuple[StreamResult, list[SentMessage], ScriptedProvider]:
+) -> tuple[StreamResult, list[SentMessage], ScriptProvider]:
     """Stream the built-in answer into a local Discord; return the result and the transcript.
 
     `out` gets a line for each message as the channel receives it (`console.local_discord`)
@@ -139,7 +121,7 @@ async def run_demo(
                     options.follow_up_after, _say, out, start, "user sends a new message", follow
                 )
             )
-        provider = ScriptedProvider(options)
+        provider = ScriptProvider(script(options), name="demo")
         try:
             result = await orchestrator.stream_to_discord(provider, config, context)
         finally:
