@@ -14,7 +14,7 @@ Discord; `stage()` (tests/stage.py) is there for the same streams end to end.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Final, Generic, Literal, TypeVar, cast
@@ -26,8 +26,8 @@ import openai
 from google import genai
 from google.genai import types
 
-from cordstream.domain import ErrorChunk, ProcessedChunk, ProviderError, TextChunk
-from cordstream.shell import StreamConfig, StreamContext, StreamProvider
+from cordstream.domain import DoneChunk, ErrorChunk, ProcessedChunk, ProviderError, TextChunk
+from cordstream.shell import StreamConfig, StreamContext, StreamProvider, StreamResult
 from tests.sse import ModelServer, Reply, Seen
 from tests.stage import other_tasks
 
@@ -145,6 +145,21 @@ def text_of(chunks: Sequence[ProcessedChunk]) -> str:
 def pieces(chunks: Sequence[ProcessedChunk]) -> list[str]:
     """The text of each text chunk, in order (empty keep-alives included)."""
     return [chunk.content for chunk in chunks if isinstance(chunk, TextChunk)]
+
+
+def finish_of(chunks: Sequence[ProcessedChunk]) -> Mapping[str, object]:
+    """The metadata of the `DoneChunk` the stream ended with (`finish_reason` …)."""
+    last = chunks[-1]
+    assert isinstance(last, DoneChunk), last
+    assert last.metadata is not None
+    return last.metadata
+
+
+def result_error(result: StreamResult) -> ProviderError:
+    """The provider's error an `error` result carries (`data`)."""
+    assert result.status == "error", result
+    assert isinstance(result.data, ProviderError), result.data
+    return result.data
 
 
 def last_error(chunks: Sequence[ProcessedChunk]) -> ProviderError:

@@ -26,7 +26,7 @@ from cordstream import domain
 from cordstream.shell import StreamConfig
 from cordstream.shell.providers.anthropic import AnthropicProvider
 from cordstream.shell.providers.base import ToolOutcome
-from tests.adapters import ADAPTER_ONLY, Served, anthropic_served, collect, last_error, text_of
+from tests import adapters
 from tests.sse import ModelServer, Reply, sse
 from tests.stage import stage
 
@@ -37,6 +37,24 @@ MESSAGE_ID = "msg_01XFDUDYJgAACzvnptvVoYEL"
 SIGNATURE = "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds"
 
 # --- the wire format -----------------------------------------------------------------------
+
+
+def usage(
+    input_tokens: int = 25, output_tokens: int = 15, cache_read: int = 0, cache_creation: int = 0
+) -> dict[str, object]:
+    """`message_start`'s usage as the API sends it; what the adapter reports for
+    `message_start()` + `message_delta(...)`, as their counts are merged (never added)."""
+    return {
+        "input_tokens": input_tokens,
+        "cache_creation_input_tokens": cache_creation,
+        "cache_read_input_tokens": cache_read,
+        "cache_creation": {
+            "ephemeral_5m_input_tokens": cache_creation,
+            "ephemeral_1h_input_tokens": 0,
+        },
+        "output_tokens": output_tokens,
+        "service_tier": "standard",
+    }
 
 
 def message_start(
@@ -57,17 +75,7 @@ def message_start(
                 "model": MODEL,
                 "stop_reason": None,
                 "stop_sequence": None,
-                "usage": {
-                    "input_tokens": input_tokens,
-                    "cache_creation_input_tokens": cache_creation,
-                    "cache_read_input_tokens": cache_read,
-                    "cache_creation": {
-                        "ephemeral_5m_input_tokens": cache_creation,
-                        "ephemeral_1h_input_tokens": 0,
-                    },
-                    "output_tokens": output_tokens,
-                    "service_tier": "standard",
-                },
+                "usage": usage(input_tokens, output_tokens, cache_read, cache_creation),
             },
         },
         event="message_start",
@@ -202,7 +210,7 @@ async def model(
     *replies: Reply, max_retries: int = 0, **options: Any
 ) -> AsyncIterator[tuple[ModelServer, AnthropicProvider]]:
     """A local server playing `replies`, and an adapter whose SDK client points at it."""
-    async with anthropic_served(*replies, max_retries=max_retries) as served:
+    async with adapters.anthropic_served(*replies, max_retries=max_retries) as served:
         yield served.server, claude(served.client, **options)
 
 
@@ -220,30 +228,13 @@ def shown(sequence: Sequence[domain.ProcessedChunk]) -> list[domain.ProcessedChu
     ]
 
 
-def usage(
-    input_tokens: int = 25, output_tokens: int = 15, cache_read: int = 0, cache_creation: int = 0
-) -> dict[str, object]:
-    """The merged usage the adapter reports for `message_start()` + `message_delta(...)`."""
-    return {
-        "input_tokens": input_tokens,
-        "cache_creation_input_tokens": cache_creation,
-        "cache_read_input_tokens": cache_read,
-        "cache_creation": {
-            "ephemeral_5m_input_tokens": cache_creation,
-            "ephemeral_1h_input_tokens": 0,
-        },
-        "output_tokens": output_tokens,
-        "service_tier": "standard",
-    }
-
-
 # --- text ----------------------------------------------------------------------------------
 
 
 async def test_plain_text_streams_deltas_and_ends_with_done_and_merged_usage() -> None:
     reply = answer(text_block(0, "Hello", " there!"))
     async with model(reply) as (_, provider):
-        sequence = await collect(provider)
+        sequence = await adapters.collect(provider)
     assert shown(sequence) == [
         domain.TextChunk("", usage=usage(output_tokens=1)),  # message_start: the input side at once
         domain.TextChunk("Hello"),
@@ -285,8 +276,8 @@ async def test_text_blocks_are_joined_as_sent_without_a_separator() -> None:
     # A citation splits an answer into consecutive text blocks; the model writes the spaces.
     reply = answer(text_block(0, "The sky is "), text_block(1, "blue", "."))
     async with model(reply) as (_, provider):
-        sequence = await collect(provider)
-    assert text_of(sequence) == "The sky is blue."
+        sequence = await adapters.collect(provider)
+    assert adapters.text_of(sequence) == "The sky is blue."
 
 
 async def test_cached_input_counts_on_the_input_side() -> None:
@@ -315,14 +306,12 @@ async def test_usage_is_the_latest_running_total_never_a_sum() -> None:
         message_stop(),
     )
     async with model(Reply(frames=frames)) as (_, provider):
-        sequence = await collect(provider)
+        sequence = await adapters.collect(provider)
     reported = [chunk.usage for chunk in sequence if chunk.usage is not None]
     assert [u["output_tokens"] for u in reported] == [1, 40, 95, 95]  # type: ignore[index]
     assert all(u["input_tokens"] == 30 for u in reported)  # type: ignore[index]
-    done = sequence[-1]
-    assert isinstance(done, domain.DoneChunk)
-    assert done.metadata is not None
-    assert done.metadata["finish_reason"] == "stop"  # the stop reason of the later delta
+    # The stop reason of the later delta.
+    assert adapters.finish_of(sequence)["finish_reason"] == "stop"
 
     async with stage() as s, model(Reply(frames=frames)) as (_, provider):
         result = await s.stream(provider)
@@ -338,7 +327,7 @@ async def test_message_delta_input_fields_overlay_message_start() -> None:
         message_stop(),
     )
     async with model(Reply(frames=frames)) as (_, provider):
-        sequence = await collect(provider)
+        sequence = await adapters.collect(provider)
     assert sequence[-1].usage == usage(input_tokens=31, output_tokens=12, cache_read=5)
 
 
@@ -350,10 +339,10 @@ async def test_thinking_deltas_are_raw_thoughts_and_never_text() -> None:
         thinking_block(0, "Let me think", " about it."), text_block(1, "The answer is 4.")
     )
     async with model(reply) as (_, provider):
-        sequence = await collect(provider)
+        sequence = await adapters.collect(provider)
     thoughts = [thought for chunk in sequence for thought in chunk.thoughts]
     assert thoughts == [domain.Thought("raw", "Let me think"), domain.Thought("raw", " about it.")]
-    assert text_of(sequence) == "The answer is 4."
+    assert adapters.text_of(sequence) == "The answer is 4."
     assert SIGNATURE not in repr([c for c in sequence if not isinstance(c, domain.DoneChunk)])
 
 
@@ -376,8 +365,8 @@ async def test_redacted_thinking_shows_nothing() -> None:
         block_stop(0),
     ]
     async with model(answer(redacted, text_block(1, "Done."))) as (_, provider):
-        sequence = await collect(provider)
-    assert text_of(sequence) == "Done."
+        sequence = await adapters.collect(provider)
+    assert adapters.text_of(sequence) == "Done."
     assert not any(chunk.thoughts for chunk in sequence)
 
 
@@ -400,13 +389,13 @@ TOKYO = domain.FunctionCall("get_weather", {"city": "Tokyo", "unit": "c"}, id="t
 
 async def test_parallel_tool_calls_come_last_in_one_chunk_with_the_usage() -> None:
     async with model(two_tool_calls(), tools=[WEATHER_TOOL]) as (_, provider):
-        sequence = await collect(provider)
+        sequence = await adapters.collect(provider)
     last = sequence[-1]
     assert last == domain.FunctionCallChunk((PARIS, TOKYO), usage=usage(output_tokens=89))
     assert last.usage == usage(output_tokens=89)
     assert sum(isinstance(chunk, domain.FunctionCallChunk) for chunk in sequence) == 1
     assert not any(isinstance(chunk, domain.DoneChunk) for chunk in sequence)
-    assert text_of(sequence) == "Let me check both cities."
+    assert adapters.text_of(sequence) == "Let me check both cities."
 
 
 async def test_parallel_tool_calls_end_to_end_are_a_function_call_result() -> None:
@@ -422,7 +411,7 @@ async def test_parallel_tool_calls_end_to_end_are_a_function_call_result() -> No
 async def test_a_tool_call_without_input_has_empty_arguments() -> None:
     reply = answer(tool_block(0, "toolu_01C", "get_time"), stop_reason="tool_use")
     async with model(reply) as (_, provider):
-        sequence = await collect(provider)
+        sequence = await adapters.collect(provider)
     last = sequence[-1]
     assert isinstance(last, domain.FunctionCallChunk)
     assert last.calls == (domain.FunctionCall("get_time", {}, id="toolu_01C"),)
@@ -438,8 +427,8 @@ async def test_tool_input_that_is_not_a_json_object_is_a_retryable_error(
 ) -> None:
     reply = answer(tool_block(0, "toolu_01D", "get_weather", *fragments), stop_reason="tool_use")
     async with model(reply) as (_, provider):
-        sequence = await collect(provider)
-    error = last_error(sequence)
+        sequence = await adapters.collect(provider)
+    error = adapters.last_error(sequence)
     assert error.kind == "api_error"
     assert error.code == "invalid_tool_arguments"
     assert error.retryable
@@ -457,14 +446,11 @@ async def test_a_tool_call_cut_by_max_tokens_is_not_a_call() -> None:
         stop_reason="max_tokens",
     )
     async with model(reply) as (_, provider):
-        sequence = await collect(provider)
+        sequence = await adapters.collect(provider)
     assert not any(
         isinstance(chunk, domain.FunctionCallChunk | domain.ErrorChunk) for chunk in sequence
     )
-    done = sequence[-1]
-    assert isinstance(done, domain.DoneChunk)
-    assert done.metadata is not None
-    assert done.metadata["finish_reason"] == "length"
+    assert adapters.finish_of(sequence)["finish_reason"] == "length"
 
 
 # --- finish reasons ------------------------------------------------------------------------
@@ -482,13 +468,11 @@ async def test_a_tool_call_cut_by_max_tokens_is_not_a_call() -> None:
 async def test_stop_reasons_are_unified(stop_reason: str, finish_reason: str) -> None:
     reply = answer(text_block(0, "Partial answer"), stop_reason=stop_reason)
     async with model(reply) as (_, provider):
-        sequence = await collect(provider)
-    done = sequence[-1]
-    assert isinstance(done, domain.DoneChunk)
-    assert done.metadata is not None
-    assert done.metadata["finish_reason"] == finish_reason
-    assert done.metadata["raw_finish_reason"] == stop_reason
-    assert done.usage == usage()
+        sequence = await adapters.collect(provider)
+    metadata = adapters.finish_of(sequence)
+    assert metadata["finish_reason"] == finish_reason
+    assert metadata["raw_finish_reason"] == stop_reason
+    assert sequence[-1].usage == usage()
 
 
 async def test_max_tokens_end_to_end_completes_with_what_was_written() -> None:
@@ -517,12 +501,10 @@ async def test_a_matched_stop_sequence_is_in_the_metadata() -> None:
         message_stop(),
     )
     async with model(Reply(frames=frames), stop_sequences=["3"]) as (server, provider):
-        sequence = await collect(provider)
-    done = sequence[-1]
-    assert isinstance(done, domain.DoneChunk)
-    assert done.metadata is not None
-    assert done.metadata["stop_sequence"] == "3"
-    assert done.metadata["finish_reason"] == "stop"
+        sequence = await adapters.collect(provider)
+    metadata = adapters.finish_of(sequence)
+    assert metadata["stop_sequence"] == "3"
+    assert metadata["finish_reason"] == "stop"
     assert server.seen[0].body["stop_sequences"] == ["3"]  # type: ignore[index]
 
 
@@ -548,18 +530,16 @@ def refusal(*pieces: str) -> Reply:
 
 async def test_a_refusal_after_text_is_done_with_content_filter() -> None:
     async with model(refusal("I can help with part of", " that")) as (_, provider):
-        sequence = await collect(provider)
-    done = sequence[-1]
-    assert isinstance(done, domain.DoneChunk)
-    assert done.metadata is not None
-    assert done.metadata["finish_reason"] == "content_filter"
-    assert done.metadata["raw_finish_reason"] == "refusal"
+        sequence = await adapters.collect(provider)
+    metadata = adapters.finish_of(sequence)
+    assert metadata["finish_reason"] == "content_filter"
+    assert metadata["raw_finish_reason"] == "refusal"
 
 
 async def test_a_refusal_without_text_is_content_blocked() -> None:
     async with model(refusal()) as (_, provider):
-        sequence = await collect(provider)
-    error = last_error(sequence)
+        sequence = await adapters.collect(provider)
+    error = adapters.last_error(sequence)
     assert error.kind == "content_blocked"
     assert error.code == "refusal"
     assert not error.retryable
@@ -573,9 +553,7 @@ async def test_a_refusal_end_to_end_with_and_without_text() -> None:
         assert s.contents == ["I can't go further."]
     async with stage() as s, model(refusal()) as (_, provider):
         result = await s.stream(provider)
-        assert result.status == "error"
-        assert isinstance(result.data, domain.ProviderError)
-        assert result.data.kind == "content_blocked"
+        assert adapters.result_error(result).kind == "content_blocked"
         assert result.usage == domain.TokenUsage(25, 3)
         assert s.contents == []
         assert len(s.embeds) == 1
@@ -607,9 +585,9 @@ async def test_http_errors_map_to_provider_errors(
 ) -> None:
     reply = Reply(status=status, body=error_body(error_type, message))
     async with model(reply) as (server, provider):
-        sequence = await collect(provider)
+        sequence = await adapters.collect(provider)
     assert len(sequence) == 1
-    error = last_error(sequence)
+    error = adapters.last_error(sequence)
     assert (error.kind, error.retryable, error.code) == (kind, retryable, status)
     assert error.message == message
     assert isinstance(error.original, anthropic.APIStatusError)
@@ -620,9 +598,7 @@ async def test_http_429_end_to_end_is_an_error_result_with_the_rate_limit_headli
     reply = Reply(status=429, body=error_body("rate_limit_error", "Slow down"))
     async with stage() as s, model(reply) as (_, provider):
         result = await s.stream(provider)
-    assert result.status == "error"
-    assert isinstance(result.data, domain.ProviderError)
-    assert result.data.kind == "rate_limit"
+    assert adapters.result_error(result).kind == "rate_limit"
     (embed,) = s.embeds
     assert "rate limiting" in str(embed["description"])
     assert "Slow down" in str(embed["description"])
@@ -632,9 +608,7 @@ async def test_http_404_unknown_model_end_to_end_is_a_model_error() -> None:
     reply = Reply(status=404, body=error_body("not_found_error", "model: claude-x"))
     async with stage() as s, model(reply) as (_, provider):
         result = await s.stream(provider)
-    assert result.status == "error"
-    assert isinstance(result.data, domain.ProviderError)
-    assert result.data.kind == "model_error"
+    assert adapters.result_error(result).kind == "model_error"
     (embed,) = s.embeds
     assert embed["title"] == "Model Configuration Error"
 
@@ -646,8 +620,8 @@ async def test_a_mid_stream_overloaded_event_is_provider_overloaded() -> None:
         error_event("overloaded_error", "Overloaded"),
     )
     async with model(Reply(frames=frames)) as (_, provider):
-        sequence = await collect(provider)
-    error = last_error(sequence)
+        sequence = await adapters.collect(provider)
+    error = adapters.last_error(sequence)
     assert error.kind == "provider_overloaded"
     assert error.retryable
     assert error.code == "overloaded_error"
@@ -655,7 +629,7 @@ async def test_a_mid_stream_overloaded_event_is_provider_overloaded() -> None:
     # The SDK raises the event as an APIStatusError on the stream's own 200 response.
     assert isinstance(error.original, anthropic.APIStatusError)
     assert error.original.status_code == 200
-    assert text_of(sequence) == "Half an ans"
+    assert adapters.text_of(sequence) == "Half an ans"
 
 
 async def test_a_mid_stream_error_end_to_end_keeps_the_text_and_the_input_usage() -> None:
@@ -666,9 +640,7 @@ async def test_a_mid_stream_error_end_to_end_keeps_the_text_and_the_input_usage(
     )
     async with stage() as s, model(Reply(frames=frames)) as (_, provider):
         result = await s.stream(provider)
-    assert result.status == "error"
-    assert isinstance(result.data, domain.ProviderError)
-    assert result.data.kind == "provider_overloaded"
+    assert adapters.result_error(result).kind == "provider_overloaded"
     assert result.accumulated_text.startswith("First line")
     assert s.contents[0] == "First line"
     assert result.usage == domain.TokenUsage(input_tokens=40, output_tokens=1)  # from message_start
@@ -679,28 +651,26 @@ async def test_a_mid_stream_error_end_to_end_keeps_the_text_and_the_input_usage(
 async def test_a_mid_stream_error_of_another_type_is_retryable_api_error() -> None:
     frames = [message_start(), error_event("api_error", "Internal server error")]
     async with model(Reply(frames=frames)) as (_, provider):
-        sequence = await collect(provider)
-    error = last_error(sequence)
+        sequence = await adapters.collect(provider)
+    error = adapters.last_error(sequence)
     assert (error.kind, error.retryable, error.code) == ("api_error", True, "api_error")
 
 
 async def test_a_connection_cut_mid_stream_is_a_connection_error() -> None:
     frames = answer(text_block(0, "Hello", " there")).frames
     async with model(Reply(frames=frames, cut_after=4)) as (_, provider):  # after "Hello"
-        sequence = await collect(provider)
-    error = last_error(sequence)
+        sequence = await adapters.collect(provider)
+    error = adapters.last_error(sequence)
     assert (error.kind, error.code, error.retryable) == ("api_error", "connection_error", True)
     assert isinstance(error.original, httpx2.TransportError)  # the SDK does not wrap it
-    assert text_of(sequence) == "Hello"
+    assert adapters.text_of(sequence) == "Hello"
 
 
 async def test_a_connection_cut_end_to_end_is_an_error_with_what_was_written() -> None:
     frames = answer(text_block(0, "Hello\n", "there")).frames
     async with stage() as s, model(Reply(frames=frames, cut_after=5)) as (_, provider):
         result = await s.stream(provider)
-    assert result.status == "error"
-    assert isinstance(result.data, domain.ProviderError)
-    assert result.data.code == "connection_error"
+    assert adapters.result_error(result).code == "connection_error"
     assert s.contents[0] == "Hello"
     assert result.usage == domain.TokenUsage(25, 1)
 
@@ -709,34 +679,34 @@ async def test_a_refused_connection_is_a_connection_error() -> None:
     async with ModelServer() as server:
         url = server.url  # the server stops: nothing listens on this port any more
     client = anthropic.AsyncAnthropic(base_url=url, api_key="k", max_retries=0)
-    sequence = await collect(claude(client, max_tokens=64))
+    sequence = await adapters.collect(claude(client, max_tokens=64))
     await client.close()
-    error = last_error(sequence)
+    error = adapters.last_error(sequence)
     assert (error.kind, error.code, error.retryable) == ("api_error", "connection_error", True)
     assert isinstance(error.original, anthropic.APIConnectionError)
 
 
 async def test_the_clients_read_timeout_mid_stream_is_a_timeout() -> None:
     frames = wire(message_start(), *text_block(0, "Slow")[:-1])
-    async with anthropic_served(
+    async with adapters.anthropic_served(
         Reply(frames=frames, hang_after=len(frames)), timeout=5.0
     ) as served:
         loop = asyncio.get_running_loop()
         start = loop.time()
-        sequence = await collect(claude(served.client, max_tokens=64))
+        sequence = await adapters.collect(claude(served.client, max_tokens=64))
         elapsed = loop.time() - start
-    error = last_error(sequence)
+    error = adapters.last_error(sequence)
     assert (error.kind, error.retryable) == ("timeout", True)
     assert isinstance(error.original, httpx2.TimeoutException)  # the SDK does not wrap it
     assert 5.0 <= elapsed <= 5.1
-    assert text_of(sequence) == "Slow"
+    assert adapters.text_of(sequence) == "Slow"
 
 
 async def test_a_stream_without_message_stop_is_truncated() -> None:
     frames = wire(message_start(), *text_block(0, "All of it?"), message_delta("end_turn", 15))
     async with model(Reply(frames=frames)) as (_, provider):
-        sequence = await collect(provider)
-    error = last_error(sequence)
+        sequence = await adapters.collect(provider)
+    error = adapters.last_error(sequence)
     assert error.code == "truncated"
     assert error.retryable
     assert not any(isinstance(chunk, domain.DoneChunk) for chunk in sequence)
@@ -783,8 +753,8 @@ async def test_unknown_events_blocks_and_deltas_are_keep_alives() -> None:
         message_stop(),
     )
     async with model(Reply(frames=frames)) as (_, provider):
-        sequence = await collect(provider)
-    assert text_of(sequence) == "Still fine."
+        sequence = await adapters.collect(provider)
+    assert adapters.text_of(sequence) == "Still fine."
     assert isinstance(sequence[-1], domain.DoneChunk)
     assert len(sequence) == len(frames) - 1  # every event but the ping
 
@@ -795,7 +765,7 @@ async def test_unknown_events_blocks_and_deltas_are_keep_alives() -> None:
 async def test_the_request_streams_and_sends_system_and_tools_only_when_given() -> None:
     reply = answer(text_block(0, "ok"))
     async with model(reply) as (server, provider):
-        await collect(provider)
+        await adapters.collect(provider)
     assert server.seen[0].path == "/v1/messages"
     assert server.seen[0].body == {
         "model": MODEL,
@@ -812,7 +782,7 @@ async def test_the_request_streams_and_sends_system_and_tools_only_when_given() 
         extra_body={"temperature": 0.2},
         thinking={"type": "enabled", "budget_tokens": 512},
     ) as (server, provider):
-        await collect(provider)
+        await adapters.collect(provider)
     assert server.seen[0].body == {
         "model": MODEL,
         "messages": QUESTION,
@@ -828,8 +798,8 @@ async def test_the_request_streams_and_sends_system_and_tools_only_when_given() 
 
 async def test_each_start_stream_is_a_fresh_request() -> None:
     async with model(answer(text_block(0, "again"))) as (server, provider):
-        first = await collect(provider)
-        second = await collect(provider)
+        first = await adapters.collect(provider)
+        second = await adapters.collect(provider)
     assert first == second
     assert len(server.seen) == 2
 
@@ -857,13 +827,13 @@ async def test_after_tools_appends_the_answer_as_received_and_the_tool_results()
         stop_reason="tool_use",
     )
     async with model(reply, system="Be brief.", tools=[WEATHER_TOOL]) as (server, provider):
-        sequence = await collect(provider)
+        sequence = await adapters.collect(provider)
         assert sequence[-1] == domain.FunctionCallChunk((PARIS, TOKYO), usage=usage())
         following = provider.after_tools(
             [ToolOutcome(PARIS, '{"temp": 18}'), ToolOutcome(TOKYO, "timeout", is_error=True)]
         )
         server.replies[:] = [answer(text_block(0, "Paris is mild."))]
-        assert text_of(await collect(following)) == "Paris is mild."
+        assert adapters.text_of(await adapters.collect(following)) == "Paris is mild."
     assert following is not provider
     assert following.messages[: len(QUESTION)] == tuple(QUESTION)
     sent = server.seen[1].body
@@ -931,8 +901,8 @@ async def test_after_tools_passes_cited_text_back_with_its_citations() -> None:
         stop_reason="tool_use",
     )
     async with model(reply) as (_, provider):
-        sequence = await collect(provider)
-        assert text_of(sequence) == "the grass is green"
+        sequence = await adapters.collect(provider)
+        assert adapters.text_of(sequence) == "the grass is green"
         following = provider.after_tools([ToolOutcome(PARIS, "sunny")])
     assistant = following.messages[-2]
     assert assistant["content"][0] == {  # type: ignore[index]
@@ -946,14 +916,14 @@ async def test_after_tools_refuses_when_the_last_stream_was_not_a_tool_call() ->
     async with model(answer(text_block(0, "No tools needed."))) as (_, provider):
         with pytest.raises(ValueError, match="did not end in tool calls"):
             provider.after_tools([ToolOutcome(PARIS, "x")])
-        await collect(provider)
+        await adapters.collect(provider)
         with pytest.raises(ValueError, match="did not end in tool calls"):
             provider.after_tools([ToolOutcome(PARIS, "x")])
 
 
 async def test_after_tools_refuses_results_that_do_not_match_the_calls() -> None:
     async with model(two_tool_calls()) as (_, provider):
-        await collect(provider)
+        await adapters.collect(provider)
         with pytest.raises(ValueError, match="do not answer"):
             provider.after_tools([ToolOutcome(PARIS, "only one")])
         with pytest.raises(ValueError, match="do not answer"):
@@ -968,8 +938,8 @@ async def test_a_retry_that_fails_forgets_the_earlier_tool_calls() -> None:
     async with model(
         two_tool_calls(), Reply(status=529, body=error_body("overloaded_error", "Overloaded"))
     ) as (_, provider):
-        await collect(provider)
-        await collect(provider)
+        await adapters.collect(provider)
+        await adapters.collect(provider)
         with pytest.raises(ValueError, match="did not end in tool calls"):
             provider.after_tools([ToolOutcome(PARIS, "a"), ToolOutcome(TOKYO, "b")])
 
@@ -1004,7 +974,7 @@ async def test_a_stop_while_the_model_hangs_ends_the_stream_and_closes_the_http_
 @asynccontextmanager
 async def recorded(
     frames: list[bytes],
-) -> AsyncIterator[tuple[Served[anthropic.AsyncAnthropic], list[httpx2.Response]]]:
+) -> AsyncIterator[tuple[adapters.Served[anthropic.AsyncAnthropic], list[httpx2.Response]]]:
     """A server that sends `frames`, then nothing, and a client whose HTTP responses the test
     can inspect (`is_closed`)."""
     responses: list[httpx2.Response] = []
@@ -1015,7 +985,7 @@ async def recorded(
     http = anthropic.DefaultAsyncHttpxClient(event_hooks={"response": [record]})
     try:
         reply = Reply(frames=frames, hang_after=len(frames))
-        async with anthropic_served(reply, http_client=http) as served:
+        async with adapters.anthropic_served(reply, http_client=http) as served:
             yield served, responses
     finally:
         await http.aclose()
@@ -1026,9 +996,9 @@ async def test_closing_the_adapter_between_chunks_closes_the_http_stream() -> No
     frames = wire(message_start(), *text_block(0, "Some", " text")[:-1])
     async with recorded(frames) as (served, responses):
         provider = claude(served.client, max_tokens=64)
-        iterator = provider.start_stream(StreamConfig(), ADAPTER_ONLY)
+        iterator = provider.start_stream(StreamConfig(), adapters.ADAPTER_ONLY)
         seen = [provider.process_chunk(await anext(iterator)) for _ in range(3)]
-        assert text_of(seen) == "Some"
+        assert adapters.text_of(seen) == "Some"
         assert not responses[0].is_closed
         await iterator.aclose()  # type: ignore[attr-defined]  # an async generator
         assert responses[0].is_closed
@@ -1038,7 +1008,7 @@ async def test_closing_early_leaves_no_task_behind() -> None:
     # The core closes the adapter right after a FunctionCallChunk, before the SDK's generator
     # is exhausted; the adapter closes it then, not the garbage collector in a task of its own.
     async with model(two_tool_calls()) as (_, provider):
-        iterator = provider.start_stream(StreamConfig(), ADAPTER_ONLY)
+        iterator = provider.start_stream(StreamConfig(), adapters.ADAPTER_ONLY)
         async for raw in iterator:
             if isinstance(raw, domain.FunctionCallChunk):
                 break

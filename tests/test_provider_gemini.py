@@ -29,14 +29,14 @@ from cordstream.shell.providers import base
 from cordstream.shell.providers.base import ToolOutcome
 from cordstream.shell.providers.gemini import GeminiItem, GeminiProvider
 from cordstream.shell.turn import run_turn
-from tests.adapters import ADAPTER_ONLY, Transport, collect, last_error, pieces
+from tests import adapters
 from tests.adapters import gemini_served as served
 from tests.sse import ModelServer, Reply, sse
 from tests.stage import stage
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.looptime]
 
-TRANSPORTS: tuple[Transport, ...] = ("aiohttp", "httpx2")
+TRANSPORTS: tuple[adapters.Transport, ...] = ("aiohttp", "httpx2")
 
 MODEL = "gemini-2.5-flash"
 RID = "mR5oaJ2zLdOdz7IPhN2jqAw"
@@ -148,16 +148,16 @@ async def closed_soon(server: ModelServer) -> bool:
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-async def test_plain_text_across_several_responses(transport: Transport) -> None:
+async def test_plain_text_across_several_responses(transport: adapters.Transport) -> None:
     async with served(hello_world(), transport=transport) as g:
-        chunks = await collect(provider(g.client))
+        chunks = await adapters.collect(provider(g.client))
     assert [type(chunk) for chunk in chunks] == [
         domain.TextChunk,
         domain.TextChunk,
         domain.TextChunk,
         domain.DoneChunk,
     ]
-    assert pieces(chunks) == ["Hello", ", wor", "ld!"]
+    assert adapters.pieces(chunks) == ["Hello", ", wor", "ld!"]
     done = chunks[-1]
     assert isinstance(done, domain.DoneChunk)
     assert done.metadata == {
@@ -195,8 +195,8 @@ async def test_the_request_the_sdk_sends() -> None:
         types.Content(role="user", parts=[types.Part(text="Say hello")]),
     ]
     async with served(hello_world()) as g:
-        await collect(provider(g.client, history, config))
-        await collect(provider(g.client, "Just a string"))
+        await adapters.collect(provider(g.client, history, config))
+        await adapters.collect(provider(g.client, "Just a string"))
     first, second = g.server.seen
     assert first.method == "POST"
     assert first.path.endswith(f"/models/{MODEL}:streamGenerateContent")
@@ -227,7 +227,7 @@ def thinking_then_answer() -> Reply:
 
 async def test_thought_parts_are_summaries_and_not_text() -> None:
     async with served(thinking_then_answer()) as g:
-        chunks = await collect(provider(g.client))
+        chunks = await adapters.collect(provider(g.client))
     assert [chunk.thoughts for chunk in chunks] == [
         (domain.Thought("summary", "**Planning**\n\nThe user wants "),),
         (domain.Thought("summary", "a greeting."),),
@@ -235,7 +235,7 @@ async def test_thought_parts_are_summaries_and_not_text() -> None:
         (),
         (),
     ]
-    assert pieces(chunks) == ["", "", "Hi there", "!"]
+    assert adapters.pieces(chunks) == ["", "", "Hi there", "!"]
     assert isinstance(chunks[-1], domain.DoneChunk)
 
 
@@ -292,7 +292,7 @@ def parallel_calls(*, ids: bool) -> Reply:
 @pytest.mark.parametrize("ids", [False, True], ids=["api-sends-no-ids", "api-sends-ids"])
 async def test_parallel_function_calls_end_in_one_chunk_with_the_usage(ids: bool) -> None:
     async with served(parallel_calls(ids=ids)) as g:
-        chunks = await collect(provider(g.client))
+        chunks = await adapters.collect(provider(g.client))
     assert [type(chunk) for chunk in chunks] == [
         domain.TextChunk,
         domain.TextChunk,
@@ -333,7 +333,7 @@ async def test_after_tools_sends_the_answer_as_received_and_the_function_respons
     }
     async with served(parallel_calls(ids=ids), hello_world()) as g:
         first = provider(g.client, "Weather in Paris and Tokyo?", config)
-        chunks = await collect(first)
+        chunks = await adapters.collect(first)
         terminal = chunks[-1]
         assert isinstance(terminal, domain.FunctionCallChunk)
         paris, tokyo = terminal.calls
@@ -344,8 +344,8 @@ async def test_after_tools_sends_the_answer_as_received_and_the_function_respons
             ]
         )
         assert second is not first
-        answer = await collect(second)  # the same client, still open: it is the caller's
-    assert pieces(answer) == ["Hello", ", wor", "ld!"]
+        answer = await adapters.collect(second)  # the same client, still open: it is the caller's
+    assert adapters.pieces(answer) == ["Hello", ", wor", "ld!"]
     assert second.config is config
     body = g.server.seen[1].body
     assert isinstance(body, dict)
@@ -399,7 +399,7 @@ async def test_after_tools_refuses_what_is_not_an_answer_to_the_last_calls() -> 
         gemini = provider(g.client)
         with pytest.raises(ValueError, match="did not end in function calls"):
             gemini.after_tools([])  # no stream yet
-        chunks = await collect(gemini)
+        chunks = await adapters.collect(gemini)
         terminal = chunks[-1]
         assert isinstance(terminal, domain.FunctionCallChunk)
         paris, tokyo = terminal.calls
@@ -410,7 +410,7 @@ async def test_after_tools_refuses_what_is_not_an_answer_to_the_last_calls() -> 
                 [ToolOutcome(paris, "21"), ToolOutcome(domain.FunctionCall("x", id="z"), "")]
             )
         assert gemini.after_tools([ToolOutcome(tokyo, "18"), ToolOutcome(paris, "21")]) is not None
-        await collect(gemini)  # a new stream (a retry) that ends in text forgets the calls
+        await adapters.collect(gemini)  # a new stream (a retry) that ends in text forgets the calls
         with pytest.raises(ValueError, match="did not end in function calls"):
             gemini.after_tools([ToolOutcome(tokyo, "18"), ToolOutcome(paris, "21")])
 
@@ -456,13 +456,11 @@ async def test_max_tokens_is_length() -> None:
         ]
     )
     async with served(reply) as g, stage() as s:
-        chunks = await collect(provider(g.client))
+        chunks = await adapters.collect(provider(g.client))
         result = await s.stream(provider(g.client))
-    done = chunks[-1]
-    assert isinstance(done, domain.DoneChunk)
-    assert done.metadata is not None
-    assert done.metadata["finish_reason"] == "length"
-    assert done.metadata["raw_finish_reason"] == "MAX_TOKENS"
+    metadata = adapters.finish_of(chunks)
+    assert metadata["finish_reason"] == "length"
+    assert metadata["raw_finish_reason"] == "MAX_TOKENS"
     assert result.status == "completed"
     assert result.accumulated_text == "A long story that goes on"
     assert isinstance(result.data, Mapping)
@@ -477,14 +475,12 @@ async def test_safety_with_no_text_is_content_blocked() -> None:
         ]
     )
     async with served(reply) as g, stage() as s:
-        chunks = await collect(provider(g.client))
+        chunks = await adapters.collect(provider(g.client))
         result = await s.stream(provider(g.client))
-    error = last_error(chunks)
+    error = adapters.last_error(chunks)
     assert (error.kind, error.code, error.retryable) == ("content_blocked", "SAFETY", False)
     assert domain.normalize_usage(chunks[-1].usage) == domain.TokenUsage(9, 0)
-    assert result.status == "error"
-    assert isinstance(result.data, domain.ProviderError)
-    assert result.data.kind == "content_blocked"
+    assert adapters.result_error(result).kind == "content_blocked"
     assert s.contents == []
     assert s.embeds[0]["title"] == "Content Blocked"
     assert result.usage == domain.TokenUsage(9, 0)
@@ -500,13 +496,11 @@ async def test_safety_after_text_keeps_the_text_and_says_content_filter() -> Non
         ]
     )
     async with served(reply) as g, stage() as s:
-        chunks = await collect(provider(g.client))
+        chunks = await adapters.collect(provider(g.client))
         result = await s.stream(provider(g.client))
-    done = chunks[-1]
-    assert isinstance(done, domain.DoneChunk)
-    assert done.metadata is not None
-    assert done.metadata["finish_reason"] == "content_filter"
-    assert done.metadata["raw_finish_reason"] == "SAFETY"
+    metadata = adapters.finish_of(chunks)
+    assert metadata["finish_reason"] == "content_filter"
+    assert metadata["raw_finish_reason"] == "SAFETY"
     assert result.status == "completed"
     assert s.contents == ["Here is how you"]
     assert isinstance(result.data, Mapping)
@@ -524,8 +518,8 @@ async def test_a_filtered_answer_with_only_function_calls_is_blocked_not_run() -
         ]
     )
     async with served(reply) as g:
-        chunks = await collect(provider(g.client))
-    error = last_error(chunks)
+        chunks = await adapters.collect(provider(g.client))
+    error = adapters.last_error(chunks)
     assert (error.kind, error.code) == ("content_blocked", "PROHIBITED_CONTENT")
 
 
@@ -537,17 +531,15 @@ async def test_a_blocked_prompt_is_content_blocked() -> None:
         "responseId": RID,
     }
     async with served(Reply(frames=[sse(blocked)])) as g, stage() as s:
-        chunks = await collect(provider(g.client))
+        chunks = await adapters.collect(provider(g.client))
         result = await s.stream(provider(g.client))
-    error = last_error(chunks)
+    error = adapters.last_error(chunks)
     assert (error.kind, error.code, error.retryable) == (
         "content_blocked",
         "PROHIBITED_CONTENT",
         False,
     )
-    assert result.status == "error"
-    assert isinstance(result.data, domain.ProviderError)
-    assert result.data.kind == "content_blocked"
+    assert adapters.result_error(result).kind == "content_blocked"
     assert result.usage == domain.TokenUsage(14, 0)
     assert s.embeds[0]["title"] == "Content Blocked"
 
@@ -570,11 +562,11 @@ async def test_a_stream_without_finish_reason_is_truncated(
     frames: list[bytes], shown: list[str]
 ) -> None:
     async with served(Reply(frames=frames)) as g, stage() as s:
-        chunks = await collect(provider(g.client))
+        chunks = await adapters.collect(provider(g.client))
         result = await s.stream(provider(g.client))
-    error = last_error(chunks)
+    error = adapters.last_error(chunks)
     assert error == base.truncated_error()
-    assert pieces(chunks) == shown
+    assert adapters.pieces(chunks) == shown
     assert result.status == "error"
     assert result.data == base.truncated_error()
     embed = s.embeds[0]
@@ -670,9 +662,9 @@ async def test_http_errors_are_mapped(
     status: int, body: dict[str, object], kind: str, retryable: bool
 ) -> None:
     async with served(Reply(status=status, body=body)) as g:
-        chunks = await collect(provider(g.client))
+        chunks = await adapters.collect(provider(g.client))
     assert len(chunks) == 1
-    error = last_error(chunks)
+    error = adapters.last_error(chunks)
     inner = body["error"]
     assert isinstance(inner, dict)
     assert (error.kind, error.retryable, error.code) == (kind, retryable, status)
@@ -692,19 +684,18 @@ async def test_http_errors_are_mapped(
 async def test_http_errors_end_to_end(status: int, body: dict[str, object], title: str) -> None:
     async with served(Reply(status=status, body=body)) as g, stage() as s:
         result = await s.stream(provider(g.client))
-    assert result.status == "error"
-    assert isinstance(result.data, domain.ProviderError)
-    assert result.data.code == status
+    error = adapters.result_error(result)
+    assert error.code == status
     assert s.contents == []
     embed = s.embeds[0]
     assert embed["title"] == title
-    headline = base.describe_error(result.data, "en")
+    headline = base.describe_error(error, "en")
     assert headline is not None
     assert str(embed["description"]).startswith(headline)
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-async def test_a_mid_stream_error_event(transport: Transport) -> None:
+async def test_a_mid_stream_error_event(transport: adapters.Transport) -> None:
     reply = Reply(
         frames=[
             sse(response(text("The answer is"), meta=usage(8))),
@@ -712,10 +703,10 @@ async def test_a_mid_stream_error_event(transport: Transport) -> None:
         ]
     )
     async with served(reply, transport=transport) as g, stage() as s:
-        chunks = await collect(provider(g.client))
+        chunks = await adapters.collect(provider(g.client))
         result = await s.stream(provider(g.client))
-    assert pieces(chunks) == ["The answer is"]
-    error = last_error(chunks)
+    assert adapters.pieces(chunks) == ["The answer is"]
+    error = adapters.last_error(chunks)
     assert (error.kind, error.retryable, error.code) == ("provider_overloaded", True, 503)
     assert error.message == "The model is overloaded. Please try again later."
     assert result.status == "error"
@@ -733,16 +724,16 @@ async def test_a_mid_stream_internal_error_is_retryable_api_error() -> None:
         ]
     )
     async with served(reply) as g:
-        chunks = await collect(provider(g.client))
-    error = last_error(chunks)
+        chunks = await adapters.collect(provider(g.client))
+    error = adapters.last_error(chunks)
     assert (error.kind, error.retryable, error.code) == ("api_error", True, 500)
 
 
 async def test_a_data_line_that_is_not_json() -> None:
     reply = Reply(frames=[sse(response(text("Hi"), meta=usage(8))), b"data: <html>oops\n\n"])
     async with served(reply) as g:
-        chunks = await collect(provider(g.client))
-    error = last_error(chunks)
+        chunks = await adapters.collect(provider(g.client))
+    error = adapters.last_error(chunks)
     assert (error.kind, error.code, error.retryable) == ("api_error", "malformed_event", True)
 
 
@@ -752,13 +743,13 @@ async def test_an_error_after_the_finish_signal_is_ignored() -> None:
         cut_after=1,
     )
     async with served(reply) as g:
-        chunks = await collect(provider(g.client))
+        chunks = await adapters.collect(provider(g.client))
     assert isinstance(chunks[-1], domain.DoneChunk)
     assert domain.normalize_usage(chunks[-1].usage) == domain.TokenUsage(8, 2)
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-async def test_a_connection_cut_mid_stream(transport: Transport) -> None:
+async def test_a_connection_cut_mid_stream(transport: adapters.Transport) -> None:
     reply = Reply(
         frames=[
             sse(response(text("Half an "), meta=usage(8))),
@@ -768,10 +759,10 @@ async def test_a_connection_cut_mid_stream(transport: Transport) -> None:
         cut_after=2,
     )
     async with served(reply, transport=transport) as g, stage() as s:
-        chunks = await collect(provider(g.client))
+        chunks = await adapters.collect(provider(g.client))
         result = await s.stream(provider(g.client))
-    assert pieces(chunks) == ["Half an ", "answer"]
-    error = last_error(chunks)
+    assert adapters.pieces(chunks) == ["Half an ", "answer"]
+    error = adapters.last_error(chunks)
     assert (error.kind, error.code, error.retryable) == ("api_error", "connection_error", True)
     assert result.status == "error"
     assert result.accumulated_text == "Half an answer"
@@ -779,17 +770,17 @@ async def test_a_connection_cut_mid_stream(transport: Transport) -> None:
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-async def test_the_clients_own_timeout_is_a_timeout(transport: Transport) -> None:
+async def test_the_clients_own_timeout_is_a_timeout(transport: adapters.Transport) -> None:
     reply = Reply(
         frames=[sse(response(text("Thinking"), meta=usage(8))), sse(response())], hang_after=1
     )
     async with served(reply, transport=transport, timeout_ms=5_000) as g:
         loop = asyncio.get_running_loop()
         start = loop.time()
-        chunks = await collect(provider(g.client))
+        chunks = await adapters.collect(provider(g.client))
         elapsed = loop.time() - start
-    assert pieces(chunks) == ["Thinking"]
-    error = last_error(chunks)
+    assert adapters.pieces(chunks) == ["Thinking"]
+    error = adapters.last_error(chunks)
     assert (error.kind, error.retryable) == ("timeout", True)
     assert 5.0 <= elapsed <= 5.1
 
@@ -800,8 +791,8 @@ async def test_the_clients_own_timeout_is_a_timeout(transport: Transport) -> Non
 async def test_the_sdk_does_not_retry_by_default() -> None:
     busy = Reply(status=429, body=api_error(429, "RESOURCE_EXHAUSTED", "Resource exhausted."))
     async with served(busy, hello_world(), default_retries=True) as g:
-        chunks = await collect(provider(g.client))
-    assert last_error(chunks).kind == "rate_limit"
+        chunks = await adapters.collect(provider(g.client))
+    assert adapters.last_error(chunks).kind == "rate_limit"
     assert len(g.server.seen) == 1
 
 
@@ -844,13 +835,13 @@ async def test_a_stop_while_the_model_hangs_ends_the_stream_and_its_connection()
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_closing_between_responses_closes_the_http_stream_without_the_gc(
-    transport: Transport,
+    transport: adapters.Transport,
 ) -> None:
     reply = Reply(frames=[sse(response(text("One"), meta=usage(8))), sse(response())], hang_after=1)
     gc.disable()  # the SDK's own response chain is only freed by the collector
     try:
         async with served(reply, transport=transport) as g:
-            stream = provider(g.client).start_stream(StreamConfig(), ADAPTER_ONLY)
+            stream = provider(g.client).start_stream(StreamConfig(), adapters.ADAPTER_ONLY)
             first = await anext(stream)
             assert isinstance(first, domain.TextChunk)
             assert first.content == "One"

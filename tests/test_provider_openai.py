@@ -31,7 +31,7 @@ from cordstream.shell import StreamConfig, StreamOrchestrator
 from cordstream.shell.providers import base
 from cordstream.shell.providers.base import ToolOutcome
 from cordstream.shell.providers.openai import OpenAIChatProvider, _Answer
-from tests.adapters import ADAPTER_ONLY, Served, collect, last_error, tasks_left, text_of
+from tests import adapters
 from tests.adapters import openai_served as served
 from tests.sse import Reply, sse, sse_done
 from tests.stage import other_tasks, stage
@@ -150,18 +150,18 @@ def chat(client: openai.AsyncOpenAI, **changes: object) -> OpenAIChatProvider:
 
 async def run(
     frames: Sequence[bytes], **changes: object
-) -> tuple[list[domain.ProcessedChunk], Served[openai.AsyncOpenAI]]:
+) -> tuple[list[domain.ProcessedChunk], adapters.Served[openai.AsyncOpenAI]]:
     async with served(Reply(frames=frames)) as server:
-        chunks = await collect(chat(server.client, **changes))
+        chunks = await adapters.collect(chat(server.client, **changes))
     return chunks, server
 
 
 async def failure(reply: Reply) -> domain.ProviderError:
     """The error of a stream that fails with `reply`: exactly one chunk, an `ErrorChunk`."""
     async with served(reply) as server:
-        chunks = await collect(chat(server.client))
+        chunks = await adapters.collect(chat(server.client))
     assert len(chunks) == 1, chunks
-    return last_error(chunks)
+    return adapters.last_error(chunks)
 
 
 def thoughts(chunks: Sequence[domain.ProcessedChunk]) -> str:
@@ -201,7 +201,8 @@ async def test_plain_text_end_to_end_completes_with_usage_and_lands_in_the_chann
     ):
         before = other_tasks()
         result = await s.stream(chat(server.client))
-        assert tasks_left(before) == set()  # B11: the SDK's generators were closed, not GC'd
+        # B11: the SDK's generators were closed, not left to the garbage collector.
+        assert adapters.tasks_left(before) == set()
         assert result.status == "completed"
         assert result.accumulated_text == "Hello there!\nBye"  # F2: joined by a line break
         assert s.contents == ["Hello there!", "Bye"]
@@ -283,16 +284,13 @@ async def test_deepseek_reasoning_content_becomes_raw_thoughts_not_text() -> Non
         sse_done(),
     ]
     chunks, _ = await run(frames)
-    assert text_of(chunks) == "Hello!"
+    assert adapters.text_of(chunks) == "Hello!"
     assert [t for c in chunks for t in c.thoughts] == [
         domain.Thought("raw", "The user"),
         domain.Thought("raw", " greets me."),
     ]
-    done = chunks[-1]
-    assert isinstance(done, domain.DoneChunk)
-    assert done.metadata is not None
-    assert done.metadata["model"] == "deepseek-reasoner"
-    assert domain.normalize_usage(done.usage) == domain.TokenUsage(10, 9)
+    assert adapters.finish_of(chunks)["model"] == "deepseek-reasoner"
+    assert domain.normalize_usage(chunks[-1].usage) == domain.TokenUsage(10, 9)
 
     async with stage() as s, served(Reply(frames=frames)) as server:
         result = await s.stream(chat(server.client))
@@ -349,7 +347,7 @@ async def test_openrouter_reasoning_and_serving_provider_through_the_adapter_and
         sse_done(),
     ]
     chunks, _ = await run(frames)
-    assert text_of(chunks) == "Sure, here it is."
+    assert adapters.text_of(chunks) == "Sure, here it is."
     assert thoughts(chunks) == "Short answer."
     assert all(c.serving_provider == "Anthropic" for c in chunks)
     done = chunks[-1]
@@ -381,7 +379,7 @@ async def test_a_delta_with_both_reasoning_fields_shows_the_thought_once() -> No
 async def test_inline_think_passes_through_for_the_core_to_capture() -> None:
     frames = text_answer("<think>The user", " says hi.</think>", "Hi!")
     chunks, _ = await run(frames)
-    assert text_of(chunks) == "<think>The user says hi.</think>Hi!"
+    assert adapters.text_of(chunks) == "<think>The user says hi.</think>Hi!"
     assert thoughts(chunks) == ""
 
     async with stage() as s, served(Reply(frames=frames)) as server:
@@ -471,7 +469,7 @@ async def test_missing_fields_empty_choices_and_unknown_fields_are_tolerated() -
         sse_done(),
     ]
     chunks, _ = await run(frames)
-    assert text_of(chunks) == "bare main"
+    assert adapters.text_of(chunks) == "bare main"
     done = chunks[-1]
     assert isinstance(done, domain.DoneChunk)
     assert done.metadata == {
@@ -492,7 +490,7 @@ async def test_a_refusal_is_shown_as_the_answer() -> None:
         sse_done(),
     ]
     chunks, _ = await run(frames)
-    assert text_of(chunks) == "I'm sorry, I can't help with that."
+    assert adapters.text_of(chunks) == "I'm sorry, I can't help with that."
     assert isinstance(chunks[-1], domain.DoneChunk)
 
 
@@ -504,12 +502,10 @@ async def test_a_refusal_is_shown_as_the_answer() -> None:
 )
 async def test_length_and_content_filter_with_text_end_with_done(finish: str, unified: str) -> None:
     chunks, _ = await run(text_answer("Part of the answer", finish=finish))
-    done = chunks[-1]
-    assert isinstance(done, domain.DoneChunk)
-    assert done.metadata is not None
-    assert done.metadata["finish_reason"] == unified
-    assert done.metadata["raw_finish_reason"] == finish
-    assert domain.normalize_usage(done.usage) == domain.TokenUsage(12, 5)
+    metadata = adapters.finish_of(chunks)
+    assert metadata["finish_reason"] == unified
+    assert metadata["raw_finish_reason"] == finish
+    assert domain.normalize_usage(chunks[-1].usage) == domain.TokenUsage(12, 5)
 
 
 async def test_content_filter_with_text_completes_through_discord_with_its_finish_reason() -> None:
@@ -534,9 +530,7 @@ async def test_content_filter_without_text_is_content_blocked() -> None:
 
     async with stage() as s, served(Reply(frames=frames)) as server:
         result = await s.stream(chat(server.client))
-        assert result.status == "error"
-        assert isinstance(result.data, domain.ProviderError)
-        assert result.data.kind == "content_blocked"
+        assert adapters.result_error(result).kind == "content_blocked"
         assert result.usage == domain.TokenUsage(30, 0)
         assert s.contents == []
         assert [e["title"] for e in s.embeds] == ["Content Blocked"]
@@ -545,16 +539,14 @@ async def test_content_filter_without_text_is_content_blocked() -> None:
 async def test_a_stream_without_finish_reason_or_done_is_truncated() -> None:
     frames = [ROLE, chunk({"content": "The answer is"})]  # then the server closes cleanly
     chunks, _ = await run(frames)
-    assert text_of(chunks) == "The answer is"
+    assert adapters.text_of(chunks) == "The answer is"
     last = chunks[-1]
     assert isinstance(last, domain.ErrorChunk)
     assert last.error == base.truncated_error()
 
     async with stage() as s, served(Reply(frames=frames)) as server:
         result = await s.stream(chat(server.client))
-        assert result.status == "error"
-        assert isinstance(result.data, domain.ProviderError)
-        assert result.data.code == "truncated"
+        assert adapters.result_error(result).code == "truncated"
         assert result.accumulated_text == "The answer is"  # what was written is not lost
         assert s.contents == ["The answer is"]
         assert len(s.embeds) == 1
@@ -619,7 +611,7 @@ async def test_parallel_tool_calls_end_to_end_return_both_calls_and_the_usage() 
     async with stage() as s, served(Reply(frames=parallel_calls())) as server:
         before = other_tasks()
         result = await s.stream(chat(server.client, tools=[WEATHER_TOOL]))
-        assert tasks_left(before) == set()
+        assert adapters.tasks_left(before) == set()
         assert result.status == "function_call"
         assert result.function_calls == (PARIS, TOKYO)
         assert result.data == PARIS
@@ -638,7 +630,7 @@ async def test_after_tools_appends_the_answer_as_received_and_one_tool_message_p
     ]
     async with served(Reply(frames=frames)) as server:
         provider = chat(server.client, tools=[WEATHER_TOOL], temperature=0)
-        chunks = await collect(provider)
+        chunks = await adapters.collect(provider)
         assert isinstance(chunks[-1], domain.FunctionCallChunk)
         outcomes = [
             ToolOutcome(TOKYO, '{"temp_c": 24}'),
@@ -675,7 +667,7 @@ async def test_after_tools_appends_the_answer_as_received_and_one_tool_message_p
     # The next request sends exactly that conversation.
     async with served(Reply(frames=text_answer("Paris is down, Tokyo 24 °C."))) as server:
         following = chat(server.client, messages=following.messages)
-        await collect(following)
+        await adapters.collect(following)
     body = server.seen[0].body
     assert isinstance(body, dict)
     assert body["messages"] == json.loads(json.dumps(list(following.messages)))
@@ -692,7 +684,7 @@ async def test_after_tools_raises_unless_the_last_stream_ended_in_tool_calls() -
         provider = chat(server.client)
         with pytest.raises(ValueError, match="did not end in tool calls"):
             provider.after_tools([])
-        await collect(provider)
+        await adapters.collect(provider)
         with pytest.raises(ValueError, match="do not answer"):
             provider.after_tools([ToolOutcome(PARIS, "only one")])
         with pytest.raises(ValueError, match="do not answer"):
@@ -703,13 +695,13 @@ async def test_after_tools_raises_unless_the_last_stream_ended_in_tool_calls() -
                 ]
             )
         provider.after_tools([ToolOutcome(PARIS, "a"), ToolOutcome(TOKYO, "b")])  # fine
-        await collect(provider)  # a second stream on the same object: a text answer
+        await adapters.collect(provider)  # a second stream on the same object: a text answer
         assert len(server.seen) == 2
         with pytest.raises(ValueError, match="did not end in tool calls"):
             provider.after_tools([ToolOutcome(PARIS, "a"), ToolOutcome(TOKYO, "b")])
-        await collect(provider)  # tool calls again, then a stream that fails
+        await adapters.collect(provider)  # tool calls again, then a stream that fails
         provider.after_tools([ToolOutcome(PARIS, "a"), ToolOutcome(TOKYO, "b")])
-        assert isinstance((await collect(provider))[-1], domain.ErrorChunk)
+        assert isinstance((await adapters.collect(provider))[-1], domain.ErrorChunk)
         with pytest.raises(ValueError, match="did not end in tool calls"):
             provider.after_tools([ToolOutcome(PARIS, "a"), ToolOutcome(TOKYO, "b")])
 
@@ -741,7 +733,7 @@ async def test_a_call_without_id_gets_a_stable_synthetic_one_used_everywhere() -
     ]
     async with served(Reply(frames=frames)) as server:
         provider = chat(server.client)
-        chunks = await collect(provider)
+        chunks = await adapters.collect(provider)
         last = chunks[-1]
         assert isinstance(last, domain.FunctionCallChunk)
         assert last.calls == (domain.FunctionCall("get_weather", {"city": "Oslo"}, id="call_0"),)
@@ -800,7 +792,7 @@ async def test_empty_arguments_are_an_empty_object_and_are_handed_back_as_such()
     ]
     async with served(Reply(frames=frames)) as server:
         provider = chat(server.client)
-        chunks = await collect(provider)
+        chunks = await adapters.collect(provider)
         assert isinstance(chunks[-1], domain.FunctionCallChunk)
         assert chunks[-1].calls == (domain.FunctionCall("now", {}, id="call_t"),)
         assert chunks[-1].usage is None
@@ -832,7 +824,7 @@ async def test_arguments_that_are_not_a_json_object_end_the_stream_with_an_error
     ]
     async with served(Reply(frames=frames)) as server:
         provider = chat(server.client)
-        chunks = await collect(provider)
+        chunks = await adapters.collect(provider)
         last = chunks[-1]
         assert isinstance(last, domain.ErrorChunk)
         assert last.error is not None
@@ -871,7 +863,7 @@ async def test_deepseek_reasoning_is_handed_back_with_the_tool_calls() -> None:
     ]
     async with served(Reply(frames=frames)) as server:
         provider = chat(server.client)
-        chunks = await collect(provider)
+        chunks = await adapters.collect(provider)
         assert isinstance(chunks[-1], domain.FunctionCallChunk)
         following = provider.after_tools([ToolOutcome(chunks[-1].calls[0], "rainy")])
     assistant: Any = following.messages[-2]
@@ -971,9 +963,7 @@ async def test_http_errors_map_to_provider_errors(
 async def test_http_errors_end_to_end_are_error_results_with_the_provider_embed() -> None:
     async with stage() as s, served(RATE_LIMITED) as server:
         result = await s.stream(chat(server.client))
-        assert result.status == "error"
-        assert isinstance(result.data, domain.ProviderError)
-        assert result.data.kind == "rate_limit"
+        assert adapters.result_error(result).kind == "rate_limit"
         assert result.usage is None
         assert [e["title"] for e in s.embeds] == ["Rate Limited"]
         description = s.embeds[0]["description"]
@@ -1011,9 +1001,7 @@ async def test_an_unknown_model_end_to_end_is_a_model_error() -> None:
     )
     async with stage() as s, served(reply) as server:
         result = await s.stream(chat(server.client, model="gpt-9-turbo"))
-        assert result.status == "error"
-        assert isinstance(result.data, domain.ProviderError)
-        assert result.data.kind == "model_error"
+        assert adapters.result_error(result).kind == "model_error"
         assert [e["title"] for e in s.embeds] == ["Model Configuration Error"]
 
 
@@ -1041,7 +1029,7 @@ async def test_a_mid_stream_error_event_ends_the_stream_with_that_error() -> Non
     }
     frames = [ROLE, chunk({"content": "Partial\n"}), chunk({"content": "answer"}), sse(error_event)]
     chunks, _ = await run(frames)
-    assert text_of(chunks) == "Partial\nanswer"
+    assert adapters.text_of(chunks) == "Partial\nanswer"
     last = chunks[-1]
     assert isinstance(last, domain.ErrorChunk)
     assert last.error is not None
@@ -1068,7 +1056,7 @@ async def test_openrouter_error_chunk_with_choices_is_raised_by_the_sdk_and_mapp
         sse_done(),
     ]
     chunks, _ = await run(frames)
-    assert text_of(chunks) == "Once upon"
+    assert adapters.text_of(chunks) == "Once upon"
     last = chunks[-1]
     assert isinstance(last, domain.ErrorChunk)
     assert last.error is not None
@@ -1138,8 +1126,8 @@ async def test_a_connection_cut_mid_stream_is_a_connection_error() -> None:
     frames = text_answer("Half an", " answer", "that never came")
     reply = Reply(frames=frames, cut_after=3)  # the TCP connection aborts after " answer"
     async with served(reply) as server:
-        chunks = await collect(chat(server.client))
-    assert text_of(chunks) == "Half an answer"
+        chunks = await adapters.collect(chat(server.client))
+    assert adapters.text_of(chunks) == "Half an answer"
     last = chunks[-1]
     assert isinstance(last, domain.ErrorChunk)
     assert last.error is not None
@@ -1152,17 +1140,15 @@ async def test_a_connection_cut_mid_stream_is_a_connection_error() -> None:
 
     async with stage() as s, served(reply) as server:
         result = await s.stream(chat(server.client))
-        assert result.status == "error"
-        assert isinstance(result.data, domain.ProviderError)
-        assert result.data.code == "connection_error"
+        assert adapters.result_error(result).code == "connection_error"
         assert result.accumulated_text == "Half an answer"
 
 
 async def test_a_cut_after_the_finish_signal_keeps_the_whole_answer() -> None:
     frames = text_answer("All", " of it")  # role, 2 texts, finish, usage, [DONE]
     async with served(Reply(frames=frames, cut_after=4)) as server:
-        chunks = await collect(chat(server.client))
-    assert text_of(chunks) == "All of it"
+        chunks = await adapters.collect(chat(server.client))
+    assert adapters.text_of(chunks) == "All of it"
     done = chunks[-1]
     assert isinstance(done, domain.DoneChunk)
     assert done.usage is None  # the usage chunk never came
@@ -1174,9 +1160,9 @@ async def test_the_sdks_read_timeout_is_a_timeout_error() -> None:
         provider = chat(server.client)
         loop = asyncio.get_running_loop()
         started = loop.time()
-        chunks = await collect(provider)
+        chunks = await adapters.collect(provider)
         assert loop.time() - started == pytest.approx(5.0, abs=0.1)
-    assert text_of(chunks) == "Hm"
+    assert adapters.text_of(chunks) == "Hm"
     last = chunks[-1]
     assert isinstance(last, domain.ErrorChunk)
     assert last.error is not None
@@ -1186,7 +1172,9 @@ async def test_the_sdks_read_timeout_is_a_timeout_error() -> None:
 # -- closing the HTTP stream (B10) -------------------------------------------------------------
 
 
-def hanging(frames: Sequence[bytes]) -> AbstractAsyncContextManager[Served[openai.AsyncOpenAI]]:
+def hanging(
+    frames: Sequence[bytes],
+) -> AbstractAsyncContextManager[adapters.Served[openai.AsyncOpenAI]]:
     """A server that sends `frames`, then nothing: its `hanging` is set then, `disconnected`
     once the client is gone (aiohttp cancels the handler when its connection is lost), which
     shows that the client really closed the HTTP response."""
@@ -1196,7 +1184,7 @@ def hanging(frames: Sequence[bytes]) -> AbstractAsyncContextManager[Served[opena
 async def test_aclose_mid_stream_closes_the_http_response() -> None:
     async with hanging([ROLE, chunk({"content": "Hello"})]) as server:
         provider = chat(server.client)
-        stream = provider.start_stream(StreamConfig(), ADAPTER_ONLY)
+        stream = provider.start_stream(StreamConfig(), adapters.ADAPTER_ONLY)
         assert isinstance(stream, AsyncIterator)
         first = provider.process_chunk(await anext(stream))
         second = provider.process_chunk(await anext(stream))
@@ -1227,7 +1215,7 @@ async def test_a_stop_while_the_model_hangs_closes_the_http_response() -> None:
         stopper = asyncio.create_task(stop_when_hanging())
         result = await s.stream(chat(server.client), on_stream_progress=on_progress)
         await stopper
-        assert tasks_left(before) == set()
+        assert adapters.tasks_left(before) == set()
         assert result.status == "stopped_by_user"
         assert result.accumulated_text == "Hello"
         assert s.contents == ["Hello"]
@@ -1237,7 +1225,7 @@ async def test_a_stop_while_the_model_hangs_closes_the_http_response() -> None:
 async def test_each_start_stream_is_a_fresh_request() -> None:
     async with served(Reply(frames=text_answer("one")), Reply(frames=text_answer("two"))) as server:
         provider = chat(server.client)
-        assert text_of(await collect(provider)) == "one"
-        assert text_of(await collect(provider)) == "two"
+        assert adapters.text_of(await adapters.collect(provider)) == "one"
+        assert adapters.text_of(await adapters.collect(provider)) == "two"
         assert len(server.seen) == 2
         assert server.seen[0].body == server.seen[1].body
