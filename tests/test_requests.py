@@ -44,81 +44,48 @@ def test_C1_entry_keeps_the_callers_context_and_timestamp() -> None:
 # --- C2: a stop always wins -------------------------------------------------------------------
 
 
-def test_C2_stop_on_a_channel_without_entry_is_accepted() -> None:
-    stop = _stop()
-
-    entry, accepted = register(None, stop)
+@pytest.mark.parametrize(
+    ("current", "stop"),
+    [
+        (None, _stop()),
+        (_follow_up(), _stop()),
+        (_stop("user-1"), _stop("user-2")),
+        (_follow_up(), _stop(None)),
+    ],
+    ids=[
+        "on a channel without entry",
+        "over a pending follow-up",
+        "over an earlier stop",
+        "a system stop without requester too",
+    ],
+)
+def test_C2_a_stop_is_accepted_and_becomes_the_entry(
+    current: StopRequest | None, stop: StopRequest
+) -> None:
+    entry, accepted = register(current, stop)
 
     assert accepted is True
     assert entry is stop
-
-
-def test_C2_stop_replaces_a_pending_follow_up() -> None:
-    follow_up = _follow_up()
-    stop = _stop()
-
-    entry, accepted = register(follow_up, stop)
-
-    assert accepted is True
-    assert entry is stop
-
-
-def test_C2_stop_replaces_an_earlier_stop() -> None:
-    earlier = _stop("user-1")
-    later = _stop("user-2")
-
-    entry, accepted = register(earlier, later)
-
-    assert accepted is True
-    assert entry is later
-
-
-def test_C2_system_stop_without_requester_also_wins() -> None:
-    follow_up = _follow_up()
-    system = _stop(None)
-
-    entry, accepted = register(follow_up, system)
-
-    assert accepted is True
-    assert entry is system
 
 
 # --- C3: a follow-up yields to a stop ---------------------------------------------------------
 
 
-def test_C3_follow_up_is_refused_while_a_stop_is_pending() -> None:
-    stop = _stop()
-    follow_up = _follow_up("user-2")
-
-    entry, accepted = register(stop, follow_up)
+@pytest.mark.parametrize("stop", [_stop(), _stop("flush_limit")], ids=["user stop", "internal"])
+def test_C3_a_follow_up_is_refused_while_a_stop_is_pending(stop: StopRequest) -> None:
+    entry, accepted = register(stop, _follow_up("user-2"))
 
     assert accepted is False
     assert entry is stop
 
 
-def test_C3_follow_up_is_refused_while_an_internal_stop_is_pending() -> None:
-    internal = _stop("flush_limit")
+@pytest.mark.parametrize(
+    "current", [None, _follow_up("user-1")], ids=["no entry", "over an earlier follow-up"]
+)
+def test_C3_a_follow_up_is_accepted_and_becomes_the_entry(current: StopRequest | None) -> None:
+    follow_up = _follow_up("user-2")
 
-    entry, accepted = register(internal, _follow_up())
-
-    assert accepted is False
-    assert entry is internal
-
-
-def test_C3_follow_up_replaces_an_earlier_follow_up() -> None:
-    earlier = _follow_up("user-1")
-    later = _follow_up("user-2")
-
-    entry, accepted = register(earlier, later)
-
-    assert accepted is True
-    assert entry is later
-
-
-def test_C3_follow_up_on_a_channel_without_entry_is_accepted() -> None:
-    follow_up = _follow_up()
-
-    entry, accepted = register(None, follow_up)
+    entry, accepted = register(current, follow_up)
 
     assert accepted is True
     assert entry is follow_up

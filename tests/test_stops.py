@@ -8,6 +8,7 @@ import asyncio
 
 import pytest
 
+from cordstream.domain import StopRequest
 from cordstream.shell import StreamConfig, StreamOrchestrator
 from cordstream.shell.stops import DEFAULT_STOPS, StopRegistry
 from cordstream.shell.testing.emulator import Delay, RateLimited
@@ -22,13 +23,19 @@ class Clock:
         return self.now
 
 
+def entry(stops: StopRegistry, channel_id: int = 1) -> StopRequest:
+    """The channel's entry, which the test expects to be there."""
+    found = stops.peek(channel_id)
+    assert found is not None
+    return found
+
+
 def test_C1_one_entry_per_channel_with_kind_requester_context_and_time() -> None:
     clock = Clock()
     stops = StopRegistry(clock=clock)
     assert stops.request_stop(1, "user-1", context="the /stop message")
-    entry = stops.peek(1)
-    assert entry is not None
-    assert (entry.kind, entry.requester_id, entry.context, entry.at) == (
+    first = entry(stops)
+    assert (first.kind, first.requester_id, first.context, first.at) == (
         "stop",
         "user-1",
         "the /stop message",
@@ -43,48 +50,37 @@ def test_C2_a_stop_replaces_a_follow_up_and_an_earlier_stop() -> None:
     assert stops.request_follow_up(1, "user-1")
     assert stops.request_stop(1, "user-2")
     assert stops.request_stop(1, None)  # a system stop
-    entry = stops.peek(1)
-    assert entry is not None
-    assert (entry.kind, entry.requester_id) == ("stop", None)
+    assert (entry(stops).kind, entry(stops).requester_id) == ("stop", None)
 
 
 def test_C2_an_empty_requester_is_a_system_stop() -> None:
     stops = StopRegistry()
     stops.request_stop(1, "")
-    entry = stops.peek(1)
-    assert entry is not None
-    assert entry.requester_id is None
+    assert entry(stops).requester_id is None
 
 
 def test_C3_a_follow_up_is_refused_while_a_stop_is_pending() -> None:
     stops = StopRegistry()
     stops.request_stop(1, "user-1")
     assert not stops.request_follow_up(1, "user-2")
-    entry = stops.peek(1)
-    assert entry is not None
-    assert entry.kind == "stop"
+    assert entry(stops).kind == "stop"
 
 
 def test_C3_a_follow_up_replaces_an_earlier_follow_up() -> None:
     stops = StopRegistry()
     stops.request_follow_up(1, "user-1")
     assert stops.request_follow_up(1, "user-2")
-    entry = stops.peek(1)
-    assert entry is not None
-    assert entry.requester_id == "user-2"
+    assert entry(stops).requester_id == "user-2"
 
 
 def test_C5_consume_removes_only_the_entry_that_was_resolved() -> None:
     stops = StopRegistry()
     stops.request_follow_up(1, "user-1")
-    resolved = stops.peek(1)
-    assert resolved is not None
+    resolved = entry(stops)
     stops.request_stop(1, "user-2")  # registered after the stream resolved the follow-up
     stops.consume(1, resolved)
     assert stops.has_stop_request(1)  # the newer entry stays for the next stream
-    newer = stops.peek(1)
-    assert newer is not None
-    stops.consume(1, newer)
+    stops.consume(1, entry(stops))
     assert not stops.has_stop_request(1)
 
 
@@ -192,9 +188,8 @@ async def test_C5_C7_a_follow_up_50ms_after_a_stop_stays_for_the_next_stream() -
         assert result.status == "stopped_by_user"
         assert result.stop_context == "ctx"
         assert s.contents == ["First line", "Second"]
-        entry = s.stops.peek(s.channel.id)
-        assert entry is not None
-        assert (entry.kind, entry.requester_id) == ("follow_up", "carol")
+        left = entry(s.stops, s.channel.id)
+        assert (left.kind, left.requester_id) == ("follow_up", "carol")
 
 
 @pytest.mark.asyncio
@@ -227,9 +222,8 @@ async def test_C5_a_stop_during_an_internal_stop_stays_in_the_registry() -> None
         assert result.stop_reason == "flush_limit"
         assert result.stop_context is None
         assert s.contents == ["one"]
-        entry = s.stops.peek(s.channel.id)  # the outcome was fixed: the bot sees the stop
-        assert entry is not None
-        assert entry.context == "ctx"
+        # The outcome was fixed: the bot sees the stop.
+        assert entry(s.stops, s.channel.id).context == "ctx"
 
 
 @pytest.mark.asyncio

@@ -41,44 +41,36 @@ from cordstream.domain import (
 from tests.fuzz import examples
 
 
-def _run(state: StreamState, *events: Event) -> StreamState:
+def _fresh(degree: int = 1) -> StreamState:
+    return initial_state(StreamConfig(humanizer_degree=degree, max_message_length=200))
+
+
+def _started(*events: Event, degree: int = 1) -> StreamState:
+    """A fresh state, started at 0, after `events`."""
+    state, _ = step(_fresh(degree), Started(0.0))
     for event in events:
         state, _ = step(state, event)
     return state
 
 
-def _fresh(degree: int = 1) -> StreamState:
-    return initial_state(StreamConfig(humanizer_degree=degree, max_message_length=200))
+def _text(text: str) -> ChunkArrived:
+    return ChunkArrived(0.1, TextChunk(text))
 
 
 PHASES: dict[str, Callable[[], StreamState]] = {
     "ready": _fresh,
-    "streaming": lambda: _run(_fresh(), Started(0.0)),
-    "streaming in think": lambda: _run(_fresh(), Started(0.0), ChunkArrived(0.1, TextChunk("<th"))),
-    "streaming in code": lambda: _run(
-        _fresh(), Started(0.0), ChunkArrived(0.1, TextChunk("```py\nx = 1\n"))
+    "streaming": _started,
+    "streaming in think": lambda: _started(_text("<th")),
+    "streaming in code": lambda: _started(_text("```py\nx = 1\n")),
+    "streaming, send in flight": lambda: _started(_text("one\ntwo")),
+    "streaming, typing pause": lambda: _started(
+        _text("one\ntwo\nthree\n"), Delivered(0.2, 1), degree=2
     ),
-    "streaming, send in flight": lambda: _run(
-        _fresh(), Started(0.0), ChunkArrived(0.1, TextChunk("one\ntwo"))
+    "ending, embed in flight": lambda: _started(ProviderCrashed(0.1, RuntimeError("boom"))),
+    "ending, messages queued": lambda: _started(
+        _text("one\ntwo\nthree\nfour"), ProviderEnded(0.2), degree=2
     ),
-    "streaming, typing pause": lambda: _run(
-        _fresh(degree=2),
-        Started(0.0),
-        ChunkArrived(0.1, TextChunk("one\ntwo\nthree\n")),
-        Delivered(0.2, 1),
-    ),
-    "ending, embed in flight": lambda: _run(
-        _fresh(), Started(0.0), ProviderCrashed(0.1, RuntimeError("boom"))
-    ),
-    "ending, messages queued": lambda: _run(
-        _fresh(degree=2),
-        Started(0.0),
-        ChunkArrived(0.1, TextChunk("one\ntwo\nthree\nfour")),
-        ProviderEnded(0.2),
-    ),
-    "finished": lambda: _run(
-        _fresh(), Started(0.0), StopRequested(0.1, StopRequest("follow_up", "u"))
-    ),
+    "finished": lambda: _started(StopRequested(0.1, StopRequest("follow_up", "u"))),
 }
 
 EVENTS: dict[str, Callable[[StreamState], Event]] = {
