@@ -609,8 +609,7 @@ async def test_http_404_unknown_model_end_to_end_is_a_model_error() -> None:
     async with stage() as s, model(reply) as (_, provider):
         result = await s.stream(provider)
     assert adapters.result_error(result).kind == "model_error"
-    (embed,) = s.embeds
-    assert embed["title"] == "Model Configuration Error"
+    assert [embed["title"] for embed in s.embeds] == ["Model Configuration Error"]
 
 
 async def test_a_mid_stream_overloaded_event_is_provider_overloaded() -> None:

@@ -151,16 +151,9 @@ async def closed_soon(server: ModelServer) -> bool:
 async def test_plain_text_across_several_responses(transport: adapters.Transport) -> None:
     async with served(hello_world(), transport=transport) as g:
         chunks = await adapters.collect(provider(g.client))
-    assert [type(chunk) for chunk in chunks] == [
-        domain.TextChunk,
-        domain.TextChunk,
-        domain.TextChunk,
-        domain.DoneChunk,
-    ]
+    assert [type(chunk) for chunk in chunks] == [*[domain.TextChunk] * 3, domain.DoneChunk]
     assert adapters.pieces(chunks) == ["Hello", ", wor", "ld!"]
-    done = chunks[-1]
-    assert isinstance(done, domain.DoneChunk)
-    assert done.metadata == {
+    assert adapters.finish_of(chunks) == {
         "finish_reason": "stop",
         "raw_finish_reason": "STOP",
         "model": MODEL,
@@ -448,24 +441,50 @@ async def test_a_tool_round_through_run_turn() -> None:
 # -- finish reasons --------------------------------------------------------------------------
 
 
-async def test_max_tokens_is_length() -> None:
-    reply = Reply(
-        frames=[
-            sse(response(text("A long story that"), meta=usage(5, 4, 10))),
-            sse(response(text(" goes on"), finish="MAX_TOKENS", meta=usage(5, 6, 10))),
-        ]
-    )
-    async with served(reply) as g, stage() as s:
+@pytest.mark.parametrize(
+    ("frames", "raw", "unified", "shown", "bill"),
+    [
+        (
+            [
+                sse(response(text("A long story that"), meta=usage(5, 4, 10))),
+                sse(response(text(" goes on"), finish="MAX_TOKENS", meta=usage(5, 6, 10))),
+            ],
+            "MAX_TOKENS",
+            "length",
+            "A long story that goes on",
+            domain.TokenUsage(5, 16),
+        ),
+        (
+            [
+                sse(response(text("Here is how you"), meta=usage(9, 4))),
+                sse(
+                    response(
+                        text(""), finish="SAFETY", meta=usage(9, 4), safetyRatings=SAFETY_RATINGS
+                    )
+                ),
+            ],
+            "SAFETY",
+            "content_filter",
+            "Here is how you",
+            domain.TokenUsage(9, 4),
+        ),
+    ],
+    ids=["max-tokens-is-length", "safety-after-text-keeps-the-text-and-says-content-filter"],
+)
+async def test_a_finish_after_text_keeps_the_text_and_says_its_reason(
+    frames: list[bytes], raw: str, unified: str, shown: str, bill: domain.TokenUsage
+) -> None:
+    async with served(Reply(frames=frames)) as g, stage() as s:
         chunks = await adapters.collect(provider(g.client))
         result = await s.stream(provider(g.client))
     metadata = adapters.finish_of(chunks)
-    assert metadata["finish_reason"] == "length"
-    assert metadata["raw_finish_reason"] == "MAX_TOKENS"
+    assert (metadata["finish_reason"], metadata["raw_finish_reason"]) == (unified, raw)
     assert result.status == "completed"
-    assert result.accumulated_text == "A long story that goes on"
+    assert result.accumulated_text == shown
+    assert s.contents == [shown]
     assert isinstance(result.data, Mapping)
-    assert result.data["finish_reason"] == "length"
-    assert result.usage == domain.TokenUsage(5, 16)
+    assert result.data["finish_reason"] == unified
+    assert result.usage == bill
 
 
 async def test_safety_with_no_text_is_content_blocked() -> None:
@@ -484,27 +503,6 @@ async def test_safety_with_no_text_is_content_blocked() -> None:
     assert s.contents == []
     assert s.embeds[0]["title"] == "Content Blocked"
     assert result.usage == domain.TokenUsage(9, 0)
-
-
-async def test_safety_after_text_keeps_the_text_and_says_content_filter() -> None:
-    reply = Reply(
-        frames=[
-            sse(response(text("Here is how you"), meta=usage(9, 4))),
-            sse(
-                response(text(""), finish="SAFETY", meta=usage(9, 4), safetyRatings=SAFETY_RATINGS)
-            ),
-        ]
-    )
-    async with served(reply) as g, stage() as s:
-        chunks = await adapters.collect(provider(g.client))
-        result = await s.stream(provider(g.client))
-    metadata = adapters.finish_of(chunks)
-    assert metadata["finish_reason"] == "content_filter"
-    assert metadata["raw_finish_reason"] == "SAFETY"
-    assert result.status == "completed"
-    assert s.contents == ["Here is how you"]
-    assert isinstance(result.data, Mapping)
-    assert result.data["finish_reason"] == "content_filter"
 
 
 async def test_a_filtered_answer_with_only_function_calls_is_blocked_not_run() -> None:

@@ -27,7 +27,7 @@ from openai.types.chat import ChatCompletionChunk
 
 from cordstream import domain
 from cordstream.domain.catalogue import DEFAULT_CATALOGUE
-from cordstream.shell import StreamConfig, StreamOrchestrator
+from cordstream.shell import StreamConfig, StreamOrchestrator, StreamResult
 from cordstream.shell.providers import base
 from cordstream.shell.providers.base import ToolOutcome
 from cordstream.shell.providers.openai import OpenAIChatProvider, _Answer
@@ -164,6 +164,19 @@ async def failure(reply: Reply) -> domain.ProviderError:
     return adapters.last_error(chunks)
 
 
+async def thought_end_to_end(frames: Sequence[bytes], text: str, raw: str) -> StreamResult:
+    """Through Discord: the answer completes, `text` is the channel's one message and `raw` the
+    thought log's reasoning; the result, for more checks."""
+    async with stage() as s, served(Reply(frames=frames)) as server:
+        result = await s.stream(chat(server.client))
+        assert result.status == "completed"
+        assert result.accumulated_text == text
+        assert s.contents == [text]
+        assert result.thought_log is not None
+        assert result.thought_log.raw == raw
+        return result
+
+
 def thoughts(chunks: Sequence[domain.ProcessedChunk]) -> str:
     return "".join(t.content for c in chunks for t in c.thoughts if t.kind == "raw")
 
@@ -181,15 +194,13 @@ async def test_plain_text_yields_a_chunk_per_sdk_chunk_and_ends_with_done_carryi
         domain.TextChunk(""),  # the usage chunk
     ]
     assert all(c.usage is None for c in chunks[:5])  # usage comes once, complete, at the end
-    done = chunks[5]
-    assert isinstance(done, domain.DoneChunk)
-    assert done.metadata == {
+    assert adapters.finish_of(chunks) == {
         "finish_reason": "stop",
         "raw_finish_reason": "stop",
         "model": MODEL,
         "id": ID,
     }
-    assert domain.normalize_usage(done.usage) == domain.TokenUsage(12, 5)
+    assert domain.normalize_usage(chunks[-1].usage) == domain.TokenUsage(12, 5)
     assert len(chunks) == 6
     assert len(server.seen) == 1
 
@@ -292,13 +303,7 @@ async def test_deepseek_reasoning_content_becomes_raw_thoughts_not_text() -> Non
     assert adapters.finish_of(chunks)["model"] == "deepseek-reasoner"
     assert domain.normalize_usage(chunks[-1].usage) == domain.TokenUsage(10, 9)
 
-    async with stage() as s, served(Reply(frames=frames)) as server:
-        result = await s.stream(chat(server.client))
-        assert result.status == "completed"
-        assert result.accumulated_text == "Hello!"
-        assert result.thought_log is not None
-        assert result.thought_log.raw == "The user greets me."
-        assert s.contents == ["Hello!"]
+    await thought_end_to_end(frames, "Hello!", "The user greets me.")
 
 
 OPENROUTER_USAGE = {
@@ -354,14 +359,10 @@ async def test_openrouter_reasoning_and_serving_provider_through_the_adapter_and
     assert isinstance(done, domain.DoneChunk)
     assert domain.normalize_usage(done.usage) == domain.TokenUsage(14, 30)
 
-    async with stage() as s, served(Reply(frames=frames)) as server:
-        result = await s.stream(chat(server.client))
-        assert result.status == "completed"
-        assert result.thought_log is not None
-        assert result.thought_log.raw == "Short answer."
-        assert result.thought_log.serving_provider == "Anthropic"
-        assert result.usage == domain.TokenUsage(14, 30)
-        assert s.contents == ["Sure, here it is."]
+    result = await thought_end_to_end(frames, "Sure, here it is.", "Short answer.")
+    assert result.thought_log is not None
+    assert result.thought_log.serving_provider == "Anthropic"
+    assert result.usage == domain.TokenUsage(14, 30)
 
 
 async def test_a_delta_with_both_reasoning_fields_shows_the_thought_once() -> None:
@@ -382,13 +383,7 @@ async def test_inline_think_passes_through_for_the_core_to_capture() -> None:
     assert adapters.text_of(chunks) == "<think>The user says hi.</think>Hi!"
     assert thoughts(chunks) == ""
 
-    async with stage() as s, served(Reply(frames=frames)) as server:
-        result = await s.stream(chat(server.client))
-        assert result.status == "completed"
-        assert result.accumulated_text == "Hi!"
-        assert result.thought_log is not None
-        assert result.thought_log.raw == "The user says hi."
-        assert s.contents == ["Hi!"]
+    await thought_end_to_end(frames, "Hi!", "The user says hi.")
 
 
 async def test_usage_latest_wins_on_every_chunk_inside_the_finish_chunk_or_never() -> None:
@@ -470,15 +465,13 @@ async def test_missing_fields_empty_choices_and_unknown_fields_are_tolerated() -
     ]
     chunks, _ = await run(frames)
     assert adapters.text_of(chunks) == "bare main"
-    done = chunks[-1]
-    assert isinstance(done, domain.DoneChunk)
-    assert done.metadata == {
+    assert adapters.finish_of(chunks) == {
         "finish_reason": "stop",
         "raw_finish_reason": "stop",
         "model": "local-model",
         "id": "resp-1",
     }
-    assert done.usage is None
+    assert chunks[-1].usage is None
 
 
 async def test_a_refusal_is_shown_as_the_answer() -> None:
@@ -521,12 +514,10 @@ async def test_content_filter_with_text_completes_through_discord_with_its_finis
 async def test_content_filter_without_text_is_content_blocked() -> None:
     frames = [ROLE, chunk({}, "content_filter"), usage_chunk(30, 0), sse_done()]
     chunks, _ = await run(frames)
-    last = chunks[-1]
-    assert isinstance(last, domain.ErrorChunk)
-    assert last.error is not None
-    assert last.error.kind == "content_blocked"
-    assert last.error.retryable is False
-    assert domain.normalize_usage(last.usage) == domain.TokenUsage(30, 0)
+    error = adapters.last_error(chunks)
+    assert error.kind == "content_blocked"
+    assert error.retryable is False
+    assert domain.normalize_usage(chunks[-1].usage) == domain.TokenUsage(30, 0)
 
     async with stage() as s, served(Reply(frames=frames)) as server:
         result = await s.stream(chat(server.client))
@@ -558,11 +549,9 @@ async def test_finish_reason_error_without_an_error_object_is_an_error() -> None
         openrouter({"content": ""}, "error"),
     ]
     chunks, _ = await run([*frames, sse_done()])
-    last = chunks[-1]
-    assert isinstance(last, domain.ErrorChunk)
-    assert last.error is not None
-    assert (last.error.kind, last.error.code, last.error.retryable) == ("api_error", "error", True)
-    assert last.serving_provider == "Anthropic"
+    error = adapters.last_error(chunks)
+    assert (error.kind, error.code, error.retryable) == ("api_error", "error", True)
+    assert chunks[-1].serving_provider == "Anthropic"
 
 
 # -- tool calls --------------------------------------------------------------------------------
@@ -825,15 +814,13 @@ async def test_arguments_that_are_not_a_json_object_end_the_stream_with_an_error
     async with served(Reply(frames=frames)) as server:
         provider = chat(server.client)
         chunks = await adapters.collect(provider)
-        last = chunks[-1]
-        assert isinstance(last, domain.ErrorChunk)
-        assert last.error is not None
-        assert last.error.kind == "api_error"
-        assert last.error.code == "invalid_tool_arguments"
-        assert last.error.retryable is True
-        assert "'get_weather'" in last.error.message
-        assert arguments in last.error.message
-        assert domain.normalize_usage(last.usage) == domain.TokenUsage(50, 16)
+        error = adapters.last_error(chunks)
+        assert error.kind == "api_error"
+        assert error.code == "invalid_tool_arguments"
+        assert error.retryable is True
+        assert "'get_weather'" in error.message
+        assert arguments in error.message
+        assert domain.normalize_usage(chunks[-1].usage) == domain.TokenUsage(50, 16)
         with pytest.raises(ValueError, match="did not end in tool calls"):
             provider.after_tools([])
 
@@ -842,11 +829,9 @@ async def test_a_call_without_a_name_ends_the_stream_with_an_error() -> None:
     nameless = {"index": 0, "id": "call_q", "type": "function", "function": {"arguments": "{}"}}
     frames = [chunk({"role": "assistant", "tool_calls": [nameless]}), chunk({}, "tool_calls")]
     chunks, _ = await run([*frames, sse_done()])
-    last = chunks[-1]
-    assert isinstance(last, domain.ErrorChunk)
-    assert last.error is not None
-    assert (last.error.code, last.error.retryable) == ("invalid_tool_call", True)
-    assert "call_q" in last.error.message
+    error = adapters.last_error(chunks)
+    assert (error.code, error.retryable) == ("invalid_tool_call", True)
+    assert "call_q" in error.message
 
 
 async def test_deepseek_reasoning_is_handed_back_with_the_tool_calls() -> None:
@@ -1030,12 +1015,10 @@ async def test_a_mid_stream_error_event_ends_the_stream_with_that_error() -> Non
     frames = [ROLE, chunk({"content": "Partial\n"}), chunk({"content": "answer"}), sse(error_event)]
     chunks, _ = await run(frames)
     assert adapters.text_of(chunks) == "Partial\nanswer"
-    last = chunks[-1]
-    assert isinstance(last, domain.ErrorChunk)
-    assert last.error is not None
-    assert (last.error.kind, last.error.retryable) == ("api_error", True)
-    assert last.error.message == error_event["error"]["message"]
-    assert type(last.error.original) is openai.APIError  # what the SDK raises for the event
+    error = adapters.last_error(chunks)
+    assert (error.kind, error.retryable) == ("api_error", True)
+    assert error.message == error_event["error"]["message"]
+    assert type(error.original) is openai.APIError  # what the SDK raises for the event
 
     async with stage() as s, served(Reply(frames=frames)) as server:
         result = await s.stream(chat(server.client))
@@ -1057,15 +1040,13 @@ async def test_openrouter_error_chunk_with_choices_is_raised_by_the_sdk_and_mapp
     ]
     chunks, _ = await run(frames)
     assert adapters.text_of(chunks) == "Once upon"
-    last = chunks[-1]
-    assert isinstance(last, domain.ErrorChunk)
-    assert last.error is not None
-    assert (last.error.kind, last.error.code, last.error.retryable) == (
+    error = adapters.last_error(chunks)
+    assert (error.kind, error.code, error.retryable) == (
         "api_error",
         "server_error",
         True,
     )
-    assert last.error.message == "Provider disconnected unexpectedly"
+    assert error.message == "Provider disconnected unexpectedly"
 
 
 async def test_an_error_inside_a_chunk_the_sdk_let_through_still_ends_the_answer() -> None:
@@ -1104,18 +1085,14 @@ async def test_a_mid_stream_overloaded_error_with_a_numeric_code_is_overloaded()
         sse({"error": {"code": 502, "message": "Upstream overloaded", "metadata": {"raw": "{}"}}}),
     ]
     chunks, _ = await run(frames)
-    last = chunks[-1]
-    assert isinstance(last, domain.ErrorChunk)
-    assert last.error is not None
-    assert (last.error.kind, last.error.code) == ("provider_overloaded", 502)
+    error = adapters.last_error(chunks)
+    assert (error.kind, error.code) == ("provider_overloaded", 502)
 
 
 async def test_an_event_that_is_not_json_is_a_retryable_error() -> None:
     chunks, _ = await run([ROLE, b"data: {not json\n\n"])
-    last = chunks[-1]
-    assert isinstance(last, domain.ErrorChunk)
-    assert last.error is not None
-    assert (last.error.kind, last.error.code, last.error.retryable) == (
+    error = adapters.last_error(chunks)
+    assert (error.kind, error.code, error.retryable) == (
         "api_error",
         "malformed_event",
         True,
@@ -1128,15 +1105,13 @@ async def test_a_connection_cut_mid_stream_is_a_connection_error() -> None:
     async with served(reply) as server:
         chunks = await adapters.collect(chat(server.client))
     assert adapters.text_of(chunks) == "Half an answer"
-    last = chunks[-1]
-    assert isinstance(last, domain.ErrorChunk)
-    assert last.error is not None
-    assert (last.error.kind, last.error.code, last.error.retryable) == (
+    error = adapters.last_error(chunks)
+    assert (error.kind, error.code, error.retryable) == (
         "api_error",
         "connection_error",
         True,
     )
-    assert isinstance(last.error.original, openai.APIConnectionError)
+    assert isinstance(error.original, openai.APIConnectionError)
 
     async with stage() as s, served(reply) as server:
         result = await s.stream(chat(server.client))
@@ -1163,10 +1138,8 @@ async def test_the_sdks_read_timeout_is_a_timeout_error() -> None:
         chunks = await adapters.collect(provider)
         assert loop.time() - started == pytest.approx(5.0, abs=0.1)
     assert adapters.text_of(chunks) == "Hm"
-    last = chunks[-1]
-    assert isinstance(last, domain.ErrorChunk)
-    assert last.error is not None
-    assert (last.error.kind, last.error.retryable) == ("timeout", True)
+    error = adapters.last_error(chunks)
+    assert (error.kind, error.retryable) == ("timeout", True)
 
 
 # -- closing the HTTP stream (B10) -------------------------------------------------------------
