@@ -155,6 +155,13 @@ def finish_of(chunks: Sequence[ProcessedChunk]) -> Mapping[str, object]:
     return last.metadata
 
 
+def completed(result: StreamResult) -> Mapping[str, object]:
+    """The finish metadata a `completed` result carries (`data`)."""
+    assert result.status == "completed", result
+    assert isinstance(result.data, Mapping), result.data
+    return result.data
+
+
 def result_error(result: StreamResult) -> ProviderError:
     """The provider's error an `error` result carries (`data`)."""
     assert result.status == "error", result

@@ -100,9 +100,10 @@ class ModelServer:
     async def _hold(self, resume: asyncio.Event | None) -> bool:
         """Wait until `resume` is set (True) or the server stops (False)."""
         self.hanging.set()
-        waits = [asyncio.ensure_future(self._stopping.wait())]
-        if resume is not None:
-            waits.append(asyncio.ensure_future(resume.wait()))
+        if resume is None:  # no task of its own: tests count the tasks left running
+            await self._stopping.wait()
+            return False
+        waits = [asyncio.ensure_future(self._stopping.wait()), asyncio.ensure_future(resume.wait())]
         try:
             await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         finally:

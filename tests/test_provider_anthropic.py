@@ -479,9 +479,8 @@ async def test_max_tokens_end_to_end_completes_with_what_was_written() -> None:
     reply = answer(text_block(0, "A long answer that was cu"), stop_reason="max_tokens")
     async with stage() as s, model(reply) as (_, provider):
         result = await s.stream(provider)
-    assert result.status == "completed"
-    assert isinstance(result.data, dict)
-    assert result.data["finish_reason"] == "length"
+    finish = adapters.completed(result)
+    assert finish["finish_reason"] == "length"
     assert s.contents == ["A long answer that was cu"]
     assert result.usage == domain.TokenUsage(25, 15)
 

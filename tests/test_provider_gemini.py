@@ -171,13 +171,12 @@ async def test_plain_text_across_several_responses(transport: adapters.Transport
 async def test_plain_text_end_to_end() -> None:
     async with served(hello_world()) as g, stage() as s:
         result = await s.stream(provider(g.client))
-    assert result.status == "completed"
+    finish = adapters.completed(result)
     assert result.accumulated_text == "Hello, world!"
     assert s.contents == ["Hello, world!"]
     assert result.usage == domain.TokenUsage(input_tokens=8, output_tokens=12 + 25)
-    assert isinstance(result.data, Mapping)
-    assert result.data["finish_reason"] == "stop"
-    assert result.data["model"] == MODEL
+    assert finish["finish_reason"] == "stop"
+    assert finish["model"] == MODEL
 
 
 async def test_the_request_the_sdk_sends() -> None:
@@ -479,11 +478,10 @@ async def test_a_finish_after_text_keeps_the_text_and_says_its_reason(
         result = await s.stream(provider(g.client))
     metadata = adapters.finish_of(chunks)
     assert (metadata["finish_reason"], metadata["raw_finish_reason"]) == (unified, raw)
-    assert result.status == "completed"
+    finish = adapters.completed(result)
     assert result.accumulated_text == shown
     assert s.contents == [shown]
-    assert isinstance(result.data, Mapping)
-    assert result.data["finish_reason"] == unified
+    assert finish["finish_reason"] == unified
     assert result.usage == bill
 
 

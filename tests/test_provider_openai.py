@@ -214,13 +214,12 @@ async def test_plain_text_end_to_end_completes_with_usage_and_lands_in_the_chann
         result = await s.stream(chat(server.client))
         # B11: the SDK's generators were closed, not left to the garbage collector.
         assert adapters.tasks_left(before) == set()
-        assert result.status == "completed"
+        finish = adapters.completed(result)
         assert result.accumulated_text == "Hello there!\nBye"  # F2: joined by a line break
         assert s.contents == ["Hello there!", "Bye"]
         assert result.usage == domain.TokenUsage(12, 5)
-        assert isinstance(result.data, dict)
-        assert result.data["finish_reason"] == "stop"
-        assert result.data["model"] == MODEL
+        assert finish["finish_reason"] == "stop"
+        assert finish["model"] == MODEL
 
 
 async def test_the_request_asks_for_a_stream_with_usage_and_omits_tools_when_none_given() -> None:
@@ -505,9 +504,8 @@ async def test_content_filter_with_text_completes_through_discord_with_its_finis
     frames = text_answer("Here is some", finish="content_filter")
     async with stage() as s, served(Reply(frames=frames)) as server:
         result = await s.stream(chat(server.client))
-        assert result.status == "completed"
-        assert isinstance(result.data, dict)
-        assert result.data["finish_reason"] == "content_filter"
+        finish = adapters.completed(result)
+        assert finish["finish_reason"] == "content_filter"
         assert s.contents == ["Here is some"]
 
 
@@ -1041,11 +1039,7 @@ async def test_openrouter_error_chunk_with_choices_is_raised_by_the_sdk_and_mapp
     chunks, _ = await run(frames)
     assert adapters.text_of(chunks) == "Once upon"
     error = adapters.last_error(chunks)
-    assert (error.kind, error.code, error.retryable) == (
-        "api_error",
-        "server_error",
-        True,
-    )
+    assert (error.kind, error.code, error.retryable) == ("api_error", "server_error", True)
     assert error.message == "Provider disconnected unexpectedly"
 
 
@@ -1092,11 +1086,7 @@ async def test_a_mid_stream_overloaded_error_with_a_numeric_code_is_overloaded()
 async def test_an_event_that_is_not_json_is_a_retryable_error() -> None:
     chunks, _ = await run([ROLE, b"data: {not json\n\n"])
     error = adapters.last_error(chunks)
-    assert (error.kind, error.code, error.retryable) == (
-        "api_error",
-        "malformed_event",
-        True,
-    )
+    assert (error.kind, error.code, error.retryable) == ("api_error", "malformed_event", True)
 
 
 async def test_a_connection_cut_mid_stream_is_a_connection_error() -> None:
@@ -1106,11 +1096,7 @@ async def test_a_connection_cut_mid_stream_is_a_connection_error() -> None:
         chunks = await adapters.collect(chat(server.client))
     assert adapters.text_of(chunks) == "Half an answer"
     error = adapters.last_error(chunks)
-    assert (error.kind, error.code, error.retryable) == (
-        "api_error",
-        "connection_error",
-        True,
-    )
+    assert (error.kind, error.code, error.retryable) == ("api_error", "connection_error", True)
     assert isinstance(error.original, openai.APIConnectionError)
 
     async with stage() as s, served(reply) as server:
