@@ -149,43 +149,16 @@ from typing import Any, Final, Literal, NoReturn, TypeAlias, cast, get_args
 import discord
 import looptime
 
-from cordstream.domain import (
-    DoneChunk,
-    ErrorChunk,
-    FunctionCall,
-    FunctionCallChunk,
-    ProcessedChunk,
-    ProviderError,
-    StreamResult,
-    StreamStatus,
-    TextChunk,
-    Thought,
-    TokenUsage,
-)
+from cordstream import domain
 from cordstream.shell import StreamConfig, StreamContext, StreamOrchestrator, ratelimit
 from cordstream.shell.orchestrator import CLOSE_GRACE, CLOSE_TIMEOUT
 from cordstream.shell.stops import StopRegistry
-from cordstream.shell.testing.emulator import (
-    BAD_GATEWAY,
-    INTERNAL_SERVER_ERROR,
-    MISSING_ACCESS,
-    MISSING_PERMISSIONS,
-    UNKNOWN_CHANNEL,
-    Delay,
-    DiscordEmulator,
-    Drop,
-    ErrorReply,
-    Fault,
-    FaultRoute,
-    RateLimited,
-    RateLimits,
-    SentMessage,
-    local_discord,
-)
+from cordstream.shell.testing import emulator
 from cordstream.shell.testing.script import Hang, Raw, ScriptProvider, ScriptStream, Sleep
 from cordstream.shell.testing.script import Step as ScriptStep
 from tests.oracle import (
     ENDING_STATUSES,
+    PROSE_TRAPS,
     Fired,
     Observed,
     Request,
@@ -199,34 +172,22 @@ from tests.oracle import (
 )
 
 DESCRIPTION: Final = "A soak of the real shell under faults, on looptime's virtual clock."
-STATUSES: Final = frozenset(get_args(StreamStatus))
+STATUSES: Final = frozenset(get_args(domain.StreamStatus))
 TIMEOUT: Final = 5.0  # every stream's inactivity timeout (virtual seconds)
 STREAM_LIMIT: Final = 900.0  # a batch not done within this (virtual) is stuck
 THINK_MARKER: Final = "THINK-SECRET"
 DETAILS_MARKER: Final = "DETAILS-SECRET"
 USER_ID: Final = 123456789012345678
 ROLE_ID: Final = 456
-DONE_USAGE: Final = TokenUsage(1234, 567)
+DONE_USAGE: Final = domain.TokenUsage(1234, 567)
 
 Tail: TypeAlias = Literal[
     "end", "done", "raise", "process_raise", "hang", "garbage", "error_chunk", "function_call"
 ]
 TAILS: Final[tuple[Tail, ...]] = get_args(Tail)
+# A Discord fault a plan queues for its stream's channel: (label, fault, route, times).
+PlannedFault: TypeAlias = tuple[str, emulator.Fault, emulator.FaultRoute, int]
 FAULT_TAILS: Final = frozenset({"raise", "process_raise", "hang", "garbage", "error_chunk"})
-FAULT_LABELS: Final = (
-    "429",
-    "429-global",
-    "429-cloudflare",
-    "403-missing-access",
-    "403-missing-permissions",
-    "404-unknown-channel",
-    "500",
-    "502",
-    "500-x6",
-    "drop",
-    "delay",
-    "delay-then-fault",
-)
 # How the provider's cleanup behaves once cordstream stops it (B2, B10): as it should; an
 # async generator whose `finally` awaits forever when it is cancelled or closed; an `aclose()`
 # that hangs; an `aclose()` that raises CancelledError although nobody cancelled anything.
@@ -299,20 +260,20 @@ class SoakProvider(ScriptProvider):
     cleanup: Cleanup = "normal"
     reaction: Reaction = "normal"
     cancels: int = field(default=0, init=False)
-    expected_usage: TokenUsage | None = field(default=None, init=False)
+    expected_usage: domain.TokenUsage | None = field(default=None, init=False)
 
     def start_stream(self, config: StreamConfig, context: StreamContext) -> AsyncIterator[object]:
         super().start_stream(config, context)
         return SoakStream(self)
 
-    def process(self, raw: object) -> ProcessedChunk:
+    def process(self, raw: object) -> domain.ProcessedChunk:
         match raw:
             case Poison(error=error):
                 self.reached.add("process_raise")
-                if error is None:
-                    return TextChunk(cast(str, 42))  # a wrong type: TextChunk raises TypeError
+                if error is None:  # a wrong type: TextChunk raises TypeError
+                    return domain.TextChunk(cast(str, 42))
                 raise error
-            case DoneChunk(usage=usage) if usage is not None:
+            case domain.DoneChunk(usage=usage) if usage is not None:
                 self.reached.add("done")
         usage = getattr(raw, "usage", None)
         if isinstance(usage, Mapping):  # D2: a side without a valid count counts 0
@@ -320,7 +281,7 @@ class SoakProvider(ScriptProvider):
                 _count(usage.get(k)) for k in ("prompt_tokens", "completion_tokens")
             )
             if prompt or completion:
-                self.expected_usage = TokenUsage(prompt, completion)
+                self.expected_usage = domain.TokenUsage(prompt, completion)
         return super().process(raw)
 
 
@@ -360,7 +321,7 @@ class SoakStream(ScriptStream):
                 case "swallow_wait":  # keeps waiting, until the next cancellation
                     await self._hang()
                 case "swallow_yield":
-                    return TextChunk(AFTER_STOP_MARKER + "\n")
+                    return domain.TextChunk(AFTER_STOP_MARKER + "\n")
                 case "convert_return":
                     raise StopAsyncIteration from None
                 case _:
@@ -418,13 +379,13 @@ class Plan:
     steps: tuple[Step, ...]
     tail: Tail
     config: StreamConfig
-    faults: tuple[tuple[str, Fault, FaultRoute, int], ...]  # (label, fault, route, times)
+    faults: tuple[PlannedFault, ...]
     requests: tuple[Request, ...]
     reply: bool
     suppress: bool
     progress_raises: bool
     headline: str | Exception | None
-    call: FunctionCall | None  # the function call of a `function_call` tail
+    call: domain.FunctionCall | None  # the function call of a `function_call` tail
     cleanup: Cleanup = "normal"
     reaction: Reaction = "normal"
     caller: Caller = "plain"
@@ -454,11 +415,7 @@ SNIPPETS: Final = (
     "🇫🇷🇯🇵 flags ",
     "e\u0301 combining ",
     "嗯\n",
-    "(an open paren ",
-    'a "quote ',
-    "**bold ",
-    "https://example.com/a_(b) ",
-    "1. item\n",
+    *PROSE_TRAPS,
     "| a | b |\n|---|---|\n| 1 | 2 |\n",
     "`inline code` ",
 )
@@ -480,9 +437,9 @@ GARBAGE: Final[tuple[Callable[[], object], ...]] = (
 # Chunks whose field was set to a wrong type after validation (a broken adapter): the core
 # checks them off the hot path and ends the stream as `error` (B13), what was sent counted.
 SMUGGLED: Final[tuple[Callable[[], object], ...]] = (
-    lambda: _smuggled(TextChunk("x"), "content", None),
-    lambda: _smuggled(ErrorChunk(None), "error", "not an error"),
-    lambda: _smuggled(FunctionCallChunk(None), "call", 7),
+    lambda: _smuggled(domain.TextChunk("x"), "content", None),
+    lambda: _smuggled(domain.ErrorChunk(None), "error", "not an error"),
+    lambda: _smuggled(domain.FunctionCallChunk(None), "call", 7),
 )
 EXCEPTIONS: Final[tuple[Callable[[], BaseException], ...]] = (
     lambda: ValueError("provider broke"),
@@ -494,10 +451,10 @@ EXCEPTIONS: Final[tuple[Callable[[], BaseException], ...]] = (
     asyncio.CancelledError,  # raised by the provider itself, not a cancellation
 )
 PROVIDER_ERRORS: Final = (
-    ProviderError("rate_limit", "slow down", retryable=True),
-    ProviderError("model_error", "model not found", code=404),
-    ProviderError("content_blocked", "", user_message="blocked", original={"message": "no"}),
-    ProviderError("api_error", "Bearer abc.def.ghi rejected", code="401"),
+    domain.ProviderError("rate_limit", "slow down", retryable=True),
+    domain.ProviderError("model_error", "model not found", code=404),
+    domain.ProviderError("content_blocked", "", user_message="blocked", original={"message": "no"}),
+    domain.ProviderError("api_error", "Bearer abc.def.ghi rejected", code="401"),
 )
 
 
@@ -553,29 +510,31 @@ def _body(rng: random.Random) -> list[Step]:
         steps.append(piece)  # at most one sleep follows a piece: never 5 s without a chunk
         extra = rng.random()
         if extra < 0.03:
-            steps.append(TextChunk("", usage={"prompt_tokens": 3, "completion_tokens": 4}))
+            steps.append(domain.TextChunk("", usage={"prompt_tokens": 3, "completion_tokens": 4}))
         elif extra < 0.04:
-            steps.append(TextChunk("", usage={"prompt_tokens": "9", "completion_tokens": True}))
+            steps.append(
+                domain.TextChunk("", usage={"prompt_tokens": "9", "completion_tokens": True})
+            )
         elif extra < 0.05:
-            steps.append(TextChunk("", thoughts=(Thought("summary", THINK_MARKER),)))
+            steps.append(domain.TextChunk("", thoughts=(domain.Thought("summary", THINK_MARKER),)))
         elif extra < 0.06:
-            steps.append(DoneChunk())
+            steps.append(domain.DoneChunk())
         elif extra < 0.065:
-            steps.append(FunctionCallChunk(None))  # no call: ignored
+            steps.append(domain.FunctionCallChunk(None))  # no call: ignored
         elif extra < 0.07:
-            steps.append(ErrorChunk(None))  # no error: ignored
+            steps.append(domain.ErrorChunk(None))  # no error: ignored
         elif extra < 0.25:
             steps.append(Sleep(rng.choice([0.01, 0.2, 0.5, 1.0, 2.0])))
     return steps
 
 
-def _tail(rng: random.Random, tail: Tail) -> tuple[list[Step], FunctionCall | None]:
+def _tail(rng: random.Random, tail: Tail) -> tuple[list[Step], domain.FunctionCall | None]:
     match tail:
         case "end":
             return [], None
         case "done":
             usage = {"prompt_tokens": DONE_USAGE.input_tokens, "completion_tokens": 567}
-            done = DoneChunk({"finish_reason": "stop"}, usage=usage)
+            done = domain.DoneChunk({"finish_reason": "stop"}, usage=usage)
             return [done, *(["\nP.S. after done"] if rng.random() < 0.3 else [])], None
         case "raise":
             return [rng.choice(EXCEPTIONS)()], None
@@ -588,54 +547,56 @@ def _tail(rng: random.Random, tail: Tail) -> tuple[list[Step], FunctionCall | No
             garbage = GARBAGE + SMUGGLED
             return [Raw(rng.choice(garbage)()), "never read"], None
         case "error_chunk":
-            return [ErrorChunk(rng.choice(PROVIDER_ERRORS), usage={"prompt_tokens": 7})], None
+            return [
+                domain.ErrorChunk(rng.choice(PROVIDER_ERRORS), usage={"prompt_tokens": 7})
+            ], None
         case "function_call":
-            calls = [FunctionCall("lookup", {"q": "x"}, id="call-1")]
+            calls = [domain.FunctionCall("lookup", {"q": "x"}, id="call-1")]
             if rng.random() < 0.3:
-                calls.append(FunctionCall("roll", {"sides": 6}, id="call-2"))
-            chunk = FunctionCallChunk(calls if len(calls) > 1 else calls[0])
+                calls.append(domain.FunctionCall("roll", {"sides": 6}, id="call-2"))
+            chunk = domain.FunctionCallChunk(calls if len(calls) > 1 else calls[0])
             return [chunk, "never read"], calls[0]
 
 
-def _fault(rng: random.Random) -> tuple[str, Fault, FaultRoute, int]:
+def _delay_then_fault(rng: random.Random) -> emulator.Fault:
+    thens: list[emulator.ErrorReply | emulator.Drop | emulator.RateLimited] = [
+        emulator.MISSING_PERMISSIONS,
+        emulator.UNKNOWN_CHANNEL,
+        emulator.Drop(),
+        emulator.RateLimited(1.0),
+    ]
+    then = rng.choice(thens)
+    return emulator.Delay(rng.choice([0.3, 1.0]), then)
+
+
+# The Discord faults a plan draws from, by label (`fault_label` names a consumed one).
+FAULTS: Final[Mapping[str, Callable[[random.Random], emulator.Fault]]] = {
+    "429": lambda rng: emulator.RateLimited(retry_after=rng.choice([0.5, 1.0, 2.5])),
+    "429-global": lambda rng: emulator.RateLimited(
+        retry_after=rng.choice([1.0, 2.0]), is_global=True
+    ),
+    "429-cloudflare": lambda rng: emulator.RateLimited(retry_after=1.0, via=False),
+    "403-missing-access": lambda rng: emulator.MISSING_ACCESS,
+    "403-missing-permissions": lambda rng: emulator.MISSING_PERMISSIONS,
+    "404-unknown-channel": lambda rng: emulator.UNKNOWN_CHANNEL,
+    "500": lambda rng: emulator.INTERNAL_SERVER_ERROR,
+    "502": lambda rng: emulator.BAD_GATEWAY,
+    "500-x6": lambda rng: emulator.INTERNAL_SERVER_ERROR,  # six sends in a row (`_fault`)
+    "drop": lambda rng: emulator.Drop(),
+    "delay": lambda rng: emulator.Delay(rng.choice([0.3, 1.0, 3.0])),
+    "delay-then-fault": _delay_then_fault,
+}
+FAULT_LABELS: Final = tuple(FAULTS)
+
+
+def _fault(rng: random.Random) -> PlannedFault:
     label = rng.choice(FAULT_LABELS)
-    routes: list[FaultRoute] = ["send", "typing", "any"]
+    routes: list[emulator.FaultRoute] = ["send", "typing", "any"]
     route = rng.choices(routes, [70, 15, 15])[0]
     times = rng.choice([1, 1, 1, 2])
-    fault: Fault
-    match label:
-        case "429":
-            fault = RateLimited(retry_after=rng.choice([0.5, 1.0, 2.5]))
-        case "429-global":
-            fault = RateLimited(retry_after=rng.choice([1.0, 2.0]), is_global=True)
-        case "429-cloudflare":
-            fault = RateLimited(retry_after=1.0, via=False)
-        case "403-missing-access":
-            fault = MISSING_ACCESS
-        case "403-missing-permissions":
-            fault = MISSING_PERMISSIONS
-        case "404-unknown-channel":
-            fault = UNKNOWN_CHANNEL
-        case "500":
-            fault = INTERNAL_SERVER_ERROR
-        case "502":
-            fault = BAD_GATEWAY
-        case "500-x6":
-            fault, route, times = INTERNAL_SERVER_ERROR, "send", 6
-        case "drop":
-            fault = Drop()
-        case "delay":
-            fault = Delay(rng.choice([0.3, 1.0, 3.0]))
-        case _:
-            thens: list[ErrorReply | Drop | RateLimited] = [
-                MISSING_PERMISSIONS,
-                UNKNOWN_CHANNEL,
-                Drop(),
-                RateLimited(1.0),
-            ]
-            then = rng.choice(thens)
-            fault = Delay(rng.choice([0.3, 1.0]), then)
-    return label, fault, route, times
+    if label == "500-x6":
+        route, times = "send", 6
+    return label, FAULTS[label](rng), route, times
 
 
 def _request(rng: random.Random, when: When, at: float = 0.0) -> Request:
@@ -678,7 +639,7 @@ def make_plan(rng: random.Random, index: int) -> Plan:
         # Cancel while discord.py may be waiting out a global 429 (defect 5): the stream's
         # first send is answered with one, and the caller cancels within its retry_after.
         wait = rng.choice([1.0, 2.0])
-        faults = (("429-global", RateLimited(wait, is_global=True), "send", 1), *faults)
+        faults = (("429-global", emulator.RateLimited(wait, is_global=True), "send", 1), *faults)
         caller_at = round(rng.uniform(0.0, wait + 0.05), 6)
     race = rng.random() < 0.06
     if race:
@@ -690,7 +651,7 @@ def make_plan(rng: random.Random, index: int) -> Plan:
             Request("stop", rng.choice(["user-1", None]), "during", round(stop_at, 6)),
         ]
         is_global = rng.random() < 0.3
-        limited = RateLimited(rng.choice([1.0, 2.0]), is_global=is_global)
+        limited = emulator.RateLimited(rng.choice([1.0, 2.0]), is_global=is_global)
         label = "429-global" if is_global else "429"
         faults = ((label, limited, "send", 1),)
         if rng.random() < 0.5:  # the issue's example: the provider then hangs
@@ -827,7 +788,7 @@ class Report:
 
 @dataclass
 class Env:
-    api: DiscordEmulator
+    api: emulator.DiscordEmulator
     orchestrator: StreamOrchestrator
     stops: TimedRegistry
     channels: list[discord.TextChannel]
@@ -1150,28 +1111,28 @@ def _moment(outcome: Outcome, fired: Fired) -> str:
     return "during" if fired.at <= outcome.done_at else "after"
 
 
-def fault_label(fault: Fault) -> str:
+def fault_label(fault: emulator.Fault) -> str:
     """The soak's name for a fault the emulator answered with."""
     match fault:
-        case RateLimited(via=False):
+        case emulator.RateLimited(via=False):
             return "429-cloudflare"
-        case RateLimited(is_global=True):
+        case emulator.RateLimited(is_global=True):
             return "429-global"
-        case RateLimited():
+        case emulator.RateLimited():
             return "429"
-        case ErrorReply(status=403, code=50001):
+        case emulator.ErrorReply(status=403, code=50001):
             return "403-missing-access"
-        case ErrorReply(status=403):
+        case emulator.ErrorReply(status=403):
             return "403-missing-permissions"
-        case ErrorReply(status=404):
+        case emulator.ErrorReply(status=404):
             return "404-unknown-channel"
-        case ErrorReply(status=status):
+        case emulator.ErrorReply(status=status):
             return str(status)
-        case Drop():
+        case emulator.Drop():
             return "drop"
-        case Delay(then=None):
+        case emulator.Delay(then=None):
             return "delay"
-        case Delay():
+        case emulator.Delay():
             return "delay-then-fault"
     raise AssertionError(f"unknown fault {fault!r}")  # pragma: no cover
 
@@ -1252,7 +1213,7 @@ def _check_plan(outcome: Outcome) -> list[Violation]:
         is_quiet(result, outcome)
         and plan.tail == "error_chunk"
         and result.status == "error"
-        and not isinstance(result.data, ProviderError)
+        and not isinstance(result.data, domain.ProviderError)
     ):
         found.append(("data", f"error data {result.data!r}"))
     return found
@@ -1266,13 +1227,13 @@ async def environment(
     channels: int,
     orchestrator: Callable[[StopRegistry], StreamOrchestrator] = StreamOrchestrator,
     *,
-    rate_limits: RateLimits | None = None,
+    rate_limits: emulator.RateLimits | None = None,
 ) -> AsyncIterator[Env]:
     """The emulator with `channels` channels (a user's question in each) and a probe channel,
     a logged-in client, and an orchestrator on a registry that runs on the loop's (virtual)
     clock. `rate_limits` are switched on once the channels are set up."""
     loop = asyncio.get_running_loop()
-    async with local_discord() as local:
+    async with emulator.local_discord() as local:
         api = local.api
         fetched = [local.channel]
         fetched += [await local.add_channel(f"soak-{n}") for n in range(1, channels)]
@@ -1284,7 +1245,11 @@ async def environment(
 
 
 async def run_phase(
-    report: Report, rng: random.Random, streams: int, channels: int, limits: RateLimits | None
+    report: Report,
+    rng: random.Random,
+    streams: int,
+    channels: int,
+    limits: emulator.RateLimits | None,
 ) -> None:
     """`streams` streams in batches of `channels`, their plans drawn from `rng`."""
     async with environment(channels, rate_limits=limits) as env:
@@ -1320,13 +1285,15 @@ def make_answer(rng: random.Random, index: int) -> tuple[tuple[str, ...], tuple[
     return lines, tuple(steps)
 
 
-def check_answer(lines: Sequence[str], got: object, sent: Sequence[SentMessage]) -> str | None:
+def check_answer(
+    lines: Sequence[str], got: object, sent: Sequence[emulator.SentMessage]
+) -> str | None:
     """What is wrong with one answer of the answers phase (None: nothing): it must end
     `completed`, its three lines in order in `accumulated_text` and in its channel (F2, F4),
     with no embed."""
     want = "\n".join(lines)
     texts = "\n".join(m.content for m in sent if not m.embeds)
-    if not isinstance(got, StreamResult):
+    if not isinstance(got, domain.StreamResult):
         return f"no result: {got!r}"[:120]
     if got.status != "completed":
         return f"{got.status} ({got.data!r})"[:120]
@@ -1343,14 +1310,14 @@ async def answers_phase(report: Report, rng: random.Random, streams: int) -> Non
     three lines in order in its channel and in `accumulated_text` (F4)."""
     loop = asyncio.get_running_loop()
     tasks_before = set(asyncio.all_tasks())
-    async with local_discord() as (api, client, _):
+    async with emulator.local_discord() as (api, client, _):
         ids = [api.channel_id, *(api.add_channel(f"answers-{n}") for n in range(1, streams))]
         channels = [client.get_partial_messageable(c, type=discord.ChannelType.text) for c in ids]
         probe = client.get_partial_messageable(api.add_channel("answers-probe"))
         stops = TimedRegistry(clock=loop.time, max_age=MAX_AGE)
         orchestrator = StreamOrchestrator(stops)
         plans = [make_answer(rng, n) for n in range(streams)]
-        api.rate_limits = RateLimits()
+        api.rate_limits = emulator.RateLimits()
         config = StreamConfig(inactivity_timeout=TIMEOUT)
 
         async def answer(steps: tuple[Step, ...], channel: discord.PartialMessageable) -> object:
@@ -1418,7 +1385,7 @@ async def soak_async(
         (
             "real limits",
             limited,
-            lambda: run_phase(report, rng, limited, limited_channels, RateLimits()),
+            lambda: run_phase(report, rng, limited, limited_channels, emulator.RateLimits()),
         ),
         ("answers", answers, lambda: answers_phase(report, rng, answers)),
     ]

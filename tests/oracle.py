@@ -489,6 +489,16 @@ def _messages_diff(got: tuple[str, ...], want: tuple[str, ...]) -> str:
 
 # -- what the harnesses share besides the checks -----------------------------------------------
 
+# Prose whose pieces a cut must keep together (E1-E3): an open parenthesis or quote, markdown,
+# a URL with parentheses, a numbered item. Both harnesses' scripts draw from it.
+PROSE_TRAPS: Final = (
+    "(an open paren ",
+    'a "quote ',
+    "**bold ",
+    "https://example.com/a_(b) ",
+    "1. item\n",
+)
+
 
 class TimedRegistry(StopRegistry):
     """The real registry, noting (loop time) when each channel's stream stopped listening:

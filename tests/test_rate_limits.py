@@ -47,7 +47,7 @@ from cordstream.shell import (
 )
 from cordstream.shell.testing.emulator import FaultRoute, Limit, RateLimited, RateLimits
 from tests.fuzz import examples
-from tests.stage import Do, ScriptProvider, Sleep, Stage, other_tasks, stage
+from tests.stage import Do, ScriptProvider, Sleep, Stage, Step, other_tasks, stage
 
 ANSWER: Final = ("Here is a short answer.\n", "It has a second line.\n", "And a last one.")
 EXPECTED: Final = "".join(ANSWER)
@@ -289,73 +289,75 @@ def _sends(s: Stage, since: int = 0) -> list[int | None]:
     return [r.status for r in s.api.requests[since:] if r.kind == "send"]
 
 
+async def _answered(
+    s: Stage, fault: RateLimited, times: int, steps: Sequence[Step]
+) -> tuple[StreamResult, list[int | None], float]:
+    """Stream `steps` while Discord answers the first `times` sends with `fault`: the result,
+    the status of each send the stream made, and how long (virtual) it took."""
+    loop = asyncio.get_running_loop()
+    before = len(s.api.requests)
+    s.api.inject(fault, route="send", times=times)
+    start = loop.time()
+    result = await s.stream(ScriptProvider(steps))
+    return result, _sends(s, before), loop.time() - start
+
+
 @pytest.mark.asyncio
 @pytest.mark.looptime
 async def test_F4_a_send_discord_py_gave_up_on_after_five_429s_is_sent_again_once() -> None:
     async with stage() as s:
-        loop = asyncio.get_running_loop()
-        before = len(s.api.requests)
-        s.api.inject(RateLimited(retry_after=0.5), route="send", times=5)
-        start = loop.time()
-        result = await s.stream(ScriptProvider(["Hello"]))
+        result, sends, took = await _answered(s, RateLimited(retry_after=0.5), 5, ["Hello"])
         assert result.status == "completed"
         assert s.contents == ["Hello"]
-        assert _sends(s, before) == [429] * 5 + [200]
+        assert sends == [429] * 5 + [200]
         # discord.py slept 0.5 s after each 429; cordstream waited its first backoff (1 s).
-        assert loop.time() - start == pytest.approx(5 * 0.5 + ratelimit.RETRY_DELAYS[0])
+        assert took == pytest.approx(5 * 0.5 + ratelimit.RETRY_DELAYS[0])
 
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
 async def test_F4_discords_longer_retry_after_wins_over_the_backoff() -> None:
     async with stage() as s:
-        loop = asyncio.get_running_loop()
-        s.api.inject(RateLimited(retry_after=3.0), route="send", times=5)
-        start = loop.time()
-        result = await s.stream(ScriptProvider(["Hello"]))
+        result, _, took = await _answered(s, RateLimited(retry_after=3.0), 5, ["Hello"])
         assert result.status == "completed"
         # Retry-After: 3 (the emulator's injected 429 has no bucket headers): 3 s, not 1 s.
-        assert loop.time() - start == pytest.approx(5 * 3.0 + 3.0)
+        assert took == pytest.approx(5 * 3.0 + 3.0)
 
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
 async def test_F4_an_embed_discord_py_gave_up_on_is_sent_again_too() -> None:
     async with stage() as s:
-        before = len(s.api.requests)
-        s.api.inject(RateLimited(retry_after=0.1), route="send", times=5)
-        result = await s.stream(ScriptProvider([ValueError("the model broke")]))
+        steps = [ValueError("the model broke")]
+        result, sends, _ = await _answered(s, RateLimited(retry_after=0.1), 5, steps)
         assert result.status == "error"
         assert len(s.embeds) == 1
-        assert _sends(s, before) == [429] * 5 + [200]
+        assert sends == [429] * 5 + [200]
 
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
 async def test_F4_a_cloudflare_429_is_not_sent_again_and_ends_the_stream_as_an_error() -> None:
     async with stage() as s:
-        before = len(s.api.requests)
-        s.api.inject(RateLimited(retry_after=1.0, via=False), route="send")
-        result = await s.stream(ScriptProvider(["Hello\n", "World"]))
+        cloudflare = RateLimited(retry_after=1.0, via=False)
+        result, sends, _ = await _answered(s, cloudflare, 1, ["Hello\n", "World"])
         assert result.status == "error"
         assert isinstance(result.data, discord.HTTPException)
         assert result.data.status == 429
         assert result.messages_sent == 0
         assert s.contents == []
         assert len(s.embeds) == 1  # the generic error embed (B13)
-        assert _sends(s, before) == [429, 200]
+        assert sends == [429, 200]
 
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
 async def test_F4_a_429_asking_for_more_than_a_minute_is_not_sent_again() -> None:
     async with stage() as s:
-        before = len(s.api.requests)
         wait = ratelimit.MAX_RETRY_AFTER + 1
-        s.api.inject(RateLimited(retry_after=wait), route="send", times=5)
-        result = await s.stream(ScriptProvider(["Hello"]))
+        result, sends, _ = await _answered(s, RateLimited(retry_after=wait), 5, ["Hello"])
         assert result.status == "error"
-        assert _sends(s, before) == [429] * 5 + [200]  # five 429s, then the error embed
+        assert sends == [429] * 5 + [200]  # five 429s, then the error embed
         assert s.contents == []
 
 
@@ -363,21 +365,18 @@ async def test_F4_a_429_asking_for_more_than_a_minute_is_not_sent_again() -> Non
 @pytest.mark.looptime
 async def test_B13_when_the_retry_budget_is_spent_the_stream_ends_as_an_error() -> None:
     async with stage() as s:
-        loop = asyncio.get_running_loop()
-        before = len(s.api.requests)
         tries = 5 * (len(ratelimit.RETRY_DELAYS) + 1)  # discord.py's 5, each round
-        s.api.inject(RateLimited(retry_after=0.1), route="send", times=tries)
-        start = loop.time()
-        result = await s.stream(ScriptProvider(["Hello\n", "World"]))
+        fault = RateLimited(retry_after=0.1)
+        result, sends, took = await _answered(s, fault, tries, ["Hello\n", "World"])
         assert result.status == "error"
         assert isinstance(result.data, discord.HTTPException)
         assert result.data.status == 429
         assert (result.messages_sent, result.messages, result.accumulated_text) == (0, (), "")
         assert s.contents == []
         assert len(s.embeds) == 1
-        assert _sends(s, before) == [429] * tries + [200]
+        assert sends == [429] * tries + [200]
         # Bounded: discord.py's own waits, plus the backoff of each round.
-        assert loop.time() - start == pytest.approx(tries * 0.1 + BACKOFF)
+        assert took == pytest.approx(tries * 0.1 + BACKOFF)
 
 
 @pytest.mark.asyncio

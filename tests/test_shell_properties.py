@@ -25,7 +25,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import Final, TypeVar
+from typing import Final, TypeAlias, TypeVar
 
 import looptime
 import pytest
@@ -33,33 +33,14 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule
 
-from cordstream.domain import (
-    DoneChunk,
-    ErrorChunk,
-    FunctionCall,
-    FunctionCallChunk,
-    ProviderError,
-    TextChunk,
-    Thought,
-)
+from cordstream import domain
 from cordstream.shell import StreamConfig, StreamResult
-from cordstream.shell.testing.emulator import (
-    BAD_GATEWAY,
-    INTERNAL_SERVER_ERROR,
-    MISSING_ACCESS,
-    MISSING_PERMISSIONS,
-    UNKNOWN_CHANNEL,
-    Delay,
-    Drop,
-    ErrorReply,
-    Fault,
-    FaultRoute,
-    RateLimited,
-)
+from cordstream.shell.testing import emulator
 from tests.fuzz import examples
 from tests.oracle import (
     BOUND,
     ENDING_STATUSES,
+    PROSE_TRAPS,
     Fired,
     Observed,
     Request,
@@ -124,14 +105,16 @@ def expected_ending(plan: Plan) -> frozenset[str] | None:
         match step:
             case Hang():
                 return ENDING_STATUSES["hang"]
-            case BaseException() | ErrorChunk(error=ProviderError()):
+            case BaseException() | domain.ErrorChunk(error=domain.ProviderError()):
                 return ENDING_STATUSES["error"]
             case _ if plan.raise_in_process is not None:
                 return ENDING_STATUSES["error"]
-            case FunctionCallChunk() if step.calls:
+            case domain.FunctionCallChunk() if step.calls:
                 return ENDING_STATUSES["function_call"]
-            case str() | TextChunk() | DoneChunk() | ErrorChunk() | FunctionCallChunk():
+            case str() | domain.TextChunk() | domain.DoneChunk():
                 pass  # text, or a chunk the stream goes on after
+            case domain.ErrorChunk() | domain.FunctionCallChunk():
+                pass  # without an error or a call: the stream goes on
             case _:  # garbage: not a chunk (B13)
                 return ENDING_STATUSES["error"]
     return ENDING_STATUSES["end"]
@@ -164,11 +147,7 @@ TEXTS: Final = (
     "🇫🇷🇯🇵",
     "e\u0301",
     "嗯\n",
-    "(an open paren ",
-    'a "quote ',
-    "**bold ",
-    "https://example.com/a_(b) ",
-    "1. item\n",
+    *PROSE_TRAPS,
     "| a | b |\n|---|---|\n",
     "Dr. Smith paid $3.50. Then left! ",
 )
@@ -198,18 +177,18 @@ def sometimes(strategy: st.SearchStrategy[T], one_in: int) -> st.SearchStrategy[
 # Raw items that are chunks already: `process_chunk` returns them unchanged. These let the
 # stream go on (keep-alive with usage, thoughts, metadata, empty calls and errors: ignored) ...
 GOING_ON: Final[tuple[object, ...]] = (
-    TextChunk("", usage={"prompt_tokens": 3, "completion_tokens": 4}),
-    TextChunk("thinking", thoughts=(Thought("summary", "a summary"),)),
-    DoneChunk({"finish_reason": "stop"}),
-    DoneChunk(),
-    FunctionCallChunk(None),
-    ErrorChunk(None),
+    domain.TextChunk("", usage={"prompt_tokens": 3, "completion_tokens": 4}),
+    domain.TextChunk("thinking", thoughts=(domain.Thought("summary", "a summary"),)),
+    domain.DoneChunk({"finish_reason": "stop"}),
+    domain.DoneChunk(),
+    domain.FunctionCallChunk(None),
+    domain.ErrorChunk(None),
 )
 # ... and these end it (B6).
 ENDING: Final[tuple[object, ...]] = (
-    FunctionCallChunk(FunctionCall("lookup", {"q": "x"}, id="call-1")),
-    ErrorChunk(ProviderError("rate_limit", "slow down", retryable=True)),
-    ErrorChunk(ProviderError("model_error", "model not found", code=404)),
+    domain.FunctionCallChunk(domain.FunctionCall("lookup", {"q": "x"}, id="call-1")),
+    domain.ErrorChunk(domain.ProviderError("rate_limit", "slow down", retryable=True)),
+    domain.ErrorChunk(domain.ProviderError("model_error", "model not found", code=404)),
 )
 
 # Not a `ProcessedChunk`: the stream must end as `error` (B13).
@@ -288,19 +267,28 @@ half_seconds = st.integers(1, 16).map(lambda n: n / 2)
 # cancelled during the global wait, and the shell cancels its typing pause at the end of a
 # stream and its sends when the caller cancels: every later request would wait forever (see
 # test_a_stream_cut_short_during_a_global_429_... below).
-plain_faults: st.SearchStrategy[RateLimited | ErrorReply | Drop] = st.one_of(
-    st.builds(RateLimited, retry_after=st.sampled_from([0.5, 1.0, 2.5])),
-    st.just(RateLimited(retry_after=1.0, via=False)),  # a Cloudflare-style 429: not retried
-    st.sampled_from(
-        [MISSING_ACCESS, MISSING_PERMISSIONS, UNKNOWN_CHANNEL, INTERNAL_SERVER_ERROR, BAD_GATEWAY]
-    ),
-    st.just(Drop()),
+PlainFault: TypeAlias = emulator.RateLimited | emulator.ErrorReply | emulator.Drop
+REFUSALS: Final = (
+    emulator.MISSING_ACCESS,
+    emulator.MISSING_PERMISSIONS,
+    emulator.UNKNOWN_CHANNEL,
+    emulator.INTERNAL_SERVER_ERROR,
+    emulator.BAD_GATEWAY,
 )
-faults: st.SearchStrategy[Fault] = st.one_of(
+plain_faults: st.SearchStrategy[PlainFault] = st.one_of(
+    st.builds(emulator.RateLimited, retry_after=st.sampled_from([0.5, 1.0, 2.5])),
+    # A Cloudflare-style 429: not retried.
+    st.just(emulator.RateLimited(retry_after=1.0, via=False)),
+    st.sampled_from(REFUSALS),
+    st.just(emulator.Drop()),
+)
+faults: st.SearchStrategy[emulator.Fault] = st.one_of(
     plain_faults,
-    st.builds(Delay, half_seconds, st.one_of(st.none(), st.none(), plain_faults)),
+    st.builds(emulator.Delay, half_seconds, st.one_of(st.none(), st.none(), plain_faults)),
 )
-routes: st.SearchStrategy[FaultRoute] = st.sampled_from(["send", "send", "send", "typing", "any"])
+routes: st.SearchStrategy[emulator.FaultRoute] = st.sampled_from(
+    ["send", "send", "send", "typing", "any"]
+)
 
 
 # -- the machine -------------------------------------------------------------------------------
@@ -330,11 +318,11 @@ class ShellMachine(RuleBasedStateMachine):
             self.runner.close()
 
     @rule(fault=faults, route=routes, times=st.integers(1, 3))
-    def prepare_fault(self, fault: Fault, route: FaultRoute, times: int) -> None:
+    def prepare_fault(self, fault: emulator.Fault, route: emulator.FaultRoute, times: int) -> None:
         """Discord misbehaves for the next `times` requests of `route`, in a later run."""
         if len(self.stage.api.pending_faults) >= MAX_PENDING_FAULTS:
             return  # bounded: a few faults at a time
-        if isinstance(fault, ErrorReply) and fault.status >= 500 and times == 3:
+        if isinstance(fault, emulator.ErrorReply) and fault.status >= 500 and times == 3:
             times = 5  # sometimes beyond discord.py's retries: a DiscordServerError
         self.stage.api.inject(fault, route=route, times=times)
 
@@ -471,7 +459,7 @@ async def test_B1_process_chunk_raising_cancelled_error_gives_a_result() -> None
 
 
 async def _cancel_the_caller_during_a_global_429(s: Stage) -> None:
-    s.api.inject(RateLimited(retry_after=5.0, is_global=True), route="send")
+    s.api.inject(emulator.RateLimited(retry_after=5.0, is_global=True), route="send")
     first = asyncio.create_task(s.stream(ScriptProvider(["Hello"])))
     await asyncio.sleep(1.0)  # the send got its global 429 and sleeps it off
     first.cancel()
@@ -480,7 +468,7 @@ async def _cancel_the_caller_during_a_global_429(s: Stage) -> None:
 
 
 async def _stop_internally_during_a_typing_pause_with_a_global_429(s: Stage) -> None:
-    s.api.inject(RateLimited(retry_after=5.0, is_global=True), route="typing")
+    s.api.inject(emulator.RateLimited(retry_after=5.0, is_global=True), route="typing")
     loop = asyncio.get_running_loop()
     loop.call_later(1.0, s.orchestrator.request_stop, s.channel.id, "channel_deleted")
     provider = ScriptProvider(["first line\n", "second line\n", "third\n", Hang()])

@@ -5,10 +5,11 @@ C7), against the Discord emulator."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
-from cordstream.domain import StopRequest
+from cordstream.domain import StopRequest, StreamResult
 from cordstream.shell import StreamConfig, StreamOrchestrator
 from cordstream.shell.stops import DEFAULT_STOPS, StopRegistry
 from cordstream.shell.testing.emulator import Delay, RateLimited
@@ -142,8 +143,30 @@ def test_C_a_module_level_registry_is_shared_by_default() -> None:
 # that message is still in flight: the window in which a later request meets a decided outcome.
 
 
-def _rate_limited(s: Stage) -> None:
+Made = Callable[[Stage], bool]
+
+
+def _stop(requester: str | None, context: str) -> Made:
+    return lambda s: s.orchestrator.request_stop(s.channel.id, requester, context)
+
+
+def _follow_up(requester: str) -> Made:
+    return lambda s: s.orchestrator.request_follow_up(s.channel.id, requester)
+
+
+async def _two_requests(
+    s: Stage, first: Made, second: Made, *, hang: bool = True
+) -> tuple[StreamResult, ScriptProvider, list[bool]]:
+    """Stream "First line\nSecond" (then hang, or end) while its first send waits out a 429
+    (1 s); `first` is made at 0.1 s, `second` at 0.15 s. The result, the provider, and
+    whether the registry accepted each request."""
+    loop = asyncio.get_running_loop()
     s.api.inject(RateLimited(retry_after=1.0), route="send")
+    provider = ScriptProvider(["First line\nSecond", *([Hang()] if hang else [])])
+    accepted: list[bool] = []
+    loop.call_later(0.1, lambda: accepted.append(first(s)))
+    loop.call_later(0.15, lambda: accepted.append(second(s)))
+    return await s.stream(provider), provider, accepted
 
 
 @pytest.mark.asyncio
@@ -155,17 +178,10 @@ async def test_C2_C7_a_stop_50ms_after_a_follow_up_wins_and_leaves_nothing_behin
     requester: str | None, reason: str
 ) -> None:
     async with stage() as s:
-        loop = asyncio.get_running_loop()
-        _rate_limited(s)
-        provider = ScriptProvider(["First line\nSecond", Hang()])
-        accepted: list[bool] = []
-        loop.call_later(0.1, s.orchestrator.request_follow_up, s.channel.id, "bob")
-        loop.call_later(
-            0.15,
-            lambda: accepted.append(s.orchestrator.request_stop(s.channel.id, requester, "ctx")),
+        result, provider, accepted = await _two_requests(
+            s, _follow_up("bob"), _stop(requester, "ctx")
         )
-        result = await s.stream(provider)
-        assert accepted == [True]
+        assert accepted == [True, True]
         assert result.status == "stopped_by_user"
         assert result.stop_reason == reason
         assert result.stop_context == "ctx"
@@ -179,12 +195,7 @@ async def test_C2_C7_a_stop_50ms_after_a_follow_up_wins_and_leaves_nothing_behin
 @pytest.mark.looptime
 async def test_C5_C7_a_follow_up_50ms_after_a_stop_stays_for_the_next_stream() -> None:
     async with stage() as s:
-        loop = asyncio.get_running_loop()
-        _rate_limited(s)
-        provider = ScriptProvider(["First line\nSecond", Hang()])
-        loop.call_later(0.1, s.orchestrator.request_stop, s.channel.id, "bob", "ctx")
-        loop.call_later(0.15, s.orchestrator.request_follow_up, s.channel.id, "carol")
-        result = await s.stream(provider)
+        result, _, _ = await _two_requests(s, _stop("bob", "ctx"), _follow_up("carol"))
         assert result.status == "stopped_by_user"
         assert result.stop_context == "ctx"
         assert s.contents == ["First line", "Second"]
@@ -196,12 +207,8 @@ async def test_C5_C7_a_follow_up_50ms_after_a_stop_stays_for_the_next_stream() -
 @pytest.mark.looptime
 async def test_C2_a_stop_after_a_follow_up_on_a_completed_answer_still_wins() -> None:
     async with stage() as s:
-        loop = asyncio.get_running_loop()
-        _rate_limited(s)
-        provider = ScriptProvider(["First line\nSecond"])  # the answer ends on its own
-        loop.call_later(0.1, s.orchestrator.request_follow_up, s.channel.id, "bob")
-        loop.call_later(0.15, s.orchestrator.request_stop, s.channel.id, "bob", "ctx")
-        result = await s.stream(provider)
+        # The answer ends on its own.
+        result, _, _ = await _two_requests(s, _follow_up("bob"), _stop("bob", "ctx"), hang=False)
         assert result.status == "stopped_by_user"
         assert result.stop_context == "ctx"
         assert len(s.stops) == 0
@@ -230,12 +237,7 @@ async def test_C5_a_stop_during_an_internal_stop_stays_in_the_registry() -> None
 @pytest.mark.looptime
 async def test_C5_a_second_stop_while_stopping_is_consumed() -> None:
     async with stage() as s:
-        loop = asyncio.get_running_loop()
-        _rate_limited(s)
-        provider = ScriptProvider(["First line\nSecond", Hang()])
-        loop.call_later(0.1, s.orchestrator.request_stop, s.channel.id, None, "shutdown")
-        loop.call_later(0.15, s.orchestrator.request_stop, s.channel.id, "bob", "ctx")
-        result = await s.stream(provider)
+        result, _, _ = await _two_requests(s, _stop(None, "shutdown"), _stop("bob", "ctx"))
         assert result.stop_reason == "system_request"
         assert result.stop_context == "shutdown"
         assert len(s.stops) == 0
