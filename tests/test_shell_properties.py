@@ -36,21 +36,8 @@ from hypothesis.stateful import RuleBasedStateMachine, rule
 from cordstream import domain
 from cordstream.shell import StreamConfig, StreamResult
 from cordstream.shell.testing import emulator
+from tests import oracle
 from tests.fuzz import examples
-from tests.oracle import (
-    BOUND,
-    ENDING_STATUSES,
-    PROSE_TRAPS,
-    Fired,
-    Observed,
-    Request,
-    TimedRegistry,
-    When,
-    check,
-    describe,
-    entry_explained,
-    leftover_tasks,
-)
 from tests.stage import Hang, ScriptProvider, Sleep, Stage, Step, stage
 
 # A stream in these tests ends well within this (virtual) time, or it is stuck.
@@ -71,20 +58,20 @@ class Plan:
     steps: tuple[Step, ...]
     raise_in_process: Exception | None
     config: StreamConfig
-    requests: tuple[Request, ...]  # at moments after the stream started
-    before: Request | None  # registered before the stream starts (B4)
+    requests: tuple[oracle.Request, ...]  # at moments after the stream started
+    before: oracle.Request | None  # registered before the stream starts (B4)
     cancel_at: float | None  # the caller cancels its task then
     reply: bool
     suppress: bool
 
 
 @dataclass(kw_only=True)
-class Run(Observed):
+class Run(oracle.Observed):
     """Everything one run produced: what the oracle judges (`tests.oracle.Observed`), and the
     tasks and registry listeners it left."""
 
     plan: Plan
-    leftover_tasks: list[str]
+    leftover: list[str]  # tasks left running
     listening: int
 
 
@@ -96,28 +83,28 @@ def expected_ending(plan: Plan) -> frozenset[str] | None:
     for step in plan.steps:
         if isinstance(step, Sleep):
             silence += step.seconds
-            if silence > timeout + BOUND:
-                return ENDING_STATUSES["hang"]
-            if silence >= timeout - BOUND:
+            if silence > timeout + oracle.BOUND:
+                return oracle.ENDING_STATUSES["hang"]
+            if silence >= timeout - oracle.BOUND:
                 return None
             continue
         silence = 0.0  # anything else ends the silence, or the stream
         match step:
             case Hang():
-                return ENDING_STATUSES["hang"]
+                return oracle.ENDING_STATUSES["hang"]
             case BaseException() | domain.ErrorChunk(error=domain.ProviderError()):
-                return ENDING_STATUSES["error"]
+                return oracle.ENDING_STATUSES["error"]
             case _ if plan.raise_in_process is not None:
-                return ENDING_STATUSES["error"]
+                return oracle.ENDING_STATUSES["error"]
             case domain.FunctionCallChunk() if step.calls:
-                return ENDING_STATUSES["function_call"]
+                return oracle.ENDING_STATUSES["function_call"]
             case str() | domain.TextChunk() | domain.DoneChunk():
                 pass  # text, or a chunk the stream goes on after
             case domain.ErrorChunk() | domain.FunctionCallChunk():
                 pass  # without an error or a call: the stream goes on
             case _:  # garbage: not a chunk (B13)
-                return ENDING_STATUSES["error"]
-    return ENDING_STATUSES["end"]
+                return oracle.ENDING_STATUSES["error"]
+    return oracle.ENDING_STATUSES["end"]
 
 
 # -- strategies --------------------------------------------------------------------------------
@@ -147,7 +134,7 @@ TEXTS: Final = (
     "🇫🇷🇯🇵",
     "e\u0301",
     "嗯\n",
-    *PROSE_TRAPS,
+    *oracle.PROSE_TRAPS,
     "| a | b |\n|---|---|\n",
     "Dr. Smith paid $3.50. Then left! ",
 )
@@ -241,10 +228,12 @@ user_ids = st.sampled_from(["user-1", "user-3"])
 moments = st.integers(0, 60_000_000).map(lambda us: us / 1_000_000)
 
 
-def requests_at(when: When, at: st.SearchStrategy[float]) -> st.SearchStrategy[Request]:
+def requests_at(
+    when: oracle.When, at: st.SearchStrategy[float]
+) -> st.SearchStrategy[oracle.Request]:
     return st.one_of(
-        st.builds(Request, st.just("stop"), stop_requesters, st.just(when), at),
-        st.builds(Request, st.just("follow_up"), user_ids, st.just(when), at),
+        st.builds(oracle.Request, st.just("stop"), stop_requesters, st.just(when), at),
+        st.builds(oracle.Request, st.just("follow_up"), user_ids, st.just(when), at),
     )
 
 
@@ -303,7 +292,7 @@ class ShellMachine(RuleBasedStateMachine):
         self.exits = AsyncExitStack()
         try:
             self.stage: Stage = self.runner.run(
-                self.exits.enter_async_context(stage(TimedRegistry))
+                self.exits.enter_async_context(stage(oracle.TimedRegistry))
             )
             self.reply_id = self.stage.api.post_user_message("a question for the bot")
         except BaseException:
@@ -341,7 +330,7 @@ class ShellMachine(RuleBasedStateMachine):
         loop = asyncio.get_running_loop()
         s = self.stage
         api, stops, channel_id = s.api, s.stops, s.channel.id
-        assert isinstance(stops, TimedRegistry)
+        assert isinstance(stops, oracle.TimedRegistry)
         first_message, first_request = len(api.messages()), len(api.requests)
         before = set(asyncio.all_tasks())
         provider = ScriptProvider(plan.steps, raise_in_process=plan.raise_in_process)
@@ -352,11 +341,11 @@ class ShellMachine(RuleBasedStateMachine):
             reply_to=self.reply_id if plan.reply else None,
             suppress=plan.suppress,
             expected=expected_ending(plan),
-            leftover_tasks=[],
+            leftover=[],
             listening=0,
         )
 
-        def fire(request: Request) -> None:
+        def fire(request: oracle.Request) -> None:
             context = f"context-{self.runs}-{len(run.fired)}"
             replaced = stops.peek(channel_id)
             if request.kind == "stop":
@@ -364,7 +353,7 @@ class ShellMachine(RuleBasedStateMachine):
             else:
                 accepted = s.orchestrator.request_follow_up(channel_id, request.requester or "")
             entry = stops.peek(channel_id)
-            run.fired.append(Fired(request, loop.time(), accepted, context, replaced, entry))
+            run.fired.append(oracle.Fired(request, loop.time(), accepted, context, replaced, entry))
 
         if plan.before is not None:
             fire(plan.before)
@@ -399,7 +388,7 @@ class ShellMachine(RuleBasedStateMachine):
             run.escaped = None if run.cancel_delivered else error
         except BaseException as error:  # whatever escaped is the finding
             run.escaped = error
-        run.leftover_tasks = leftover_tasks(before)
+        run.leftover = oracle.leftover_tasks(before)
         run.listening = stops.listening()
         run.ended_at = stops.unlistened.pop(channel_id, None)
         run.registry_entry = stops.peek(channel_id)
@@ -417,15 +406,15 @@ def check_run(run: Run) -> None:
     """Everything that must hold after one run, whatever the script, faults and requests: the
     oracle's invariants (`tests.oracle.check`), nothing left running or listening (B11, C5),
     and no registry entry the stream should have resolved (C5)."""
-    violations = check(run)
-    if run.leftover_tasks:
-        violations.append(("leaked_tasks", f"tasks left behind: {run.leftover_tasks}"))
+    violations = oracle.check(run)
+    if run.leftover:
+        violations.append(("leaked_tasks", f"tasks left behind: {run.leftover}"))
     if run.listening:
         violations.append(("leaked_listener", "a registry listener was left behind"))
     entry = run.registry_entry
-    if entry is not None and not entry_explained(run, entry):
+    if entry is not None and not oracle.entry_explained(run, entry):
         violations.append(("registry_entry", f"a {entry.kind} at {entry.at} was left (C5)"))
-    assert violations == [], describe(violations)
+    assert violations == [], oracle.describe(violations)
 
 
 TestShellMachine = ShellMachine.TestCase
