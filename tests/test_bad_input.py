@@ -69,7 +69,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Final
+from typing import Final, TypeVar, cast
 
 import pytest
 
@@ -96,9 +96,16 @@ from tests.bad_inputs import (
 from tests.driver import Driver, run
 from tests.stage import ScriptProvider, Stage, stage
 
-shell = pytest.mark.asyncio
-virtual_time = pytest.mark.looptime
+Test = TypeVar("Test", bound=Callable[..., object])
 
+
+def shell(test: Test) -> Test:
+    """A test of the real shell (`tests.stage`): async, on looptime's virtual clock."""
+    pytest.mark.looptime(pytest.mark.asyncio(test))  # each mark is stored on `test`
+    return test
+
+
+Chunk = TypeVar("Chunk")
 SMALL: Final = StreamConfig(max_message_length=200, flush_limit=0)
 GENERIC_EXCEPTION: Final = domain.DEFAULT_CATALOGUE.text("en", "exception.description")
 EXCEPTION_TITLE: Final = domain.DEFAULT_CATALOGUE.text("en", "exception.title")
@@ -160,6 +167,14 @@ def _transcript_is_the_result(s: Stage, result: domain.StreamResult) -> list[str
     assert result.accumulated_text == s.api.text()
     assert result.messages_sent == len(contents)
     return contents
+
+
+async def _completed(s: Stage, text: str, size: int, config: StreamConfig) -> list[str]:
+    """Stream `text` through the shell in chunks of `size`: it completes, and the channel holds
+    what the result says (F2); the channel's messages."""
+    result = await s.stream(ScriptProvider(_chunks(text, size)), config)
+    assert result.status == "completed"
+    return _transcript_is_the_result(s, result)
 
 
 def test_the_oracles_reject_loss_duplication_cuts_and_open_fences() -> None:
@@ -282,28 +297,52 @@ class Unwrapping(ScriptProvider):
         return raw.value if isinstance(raw, Raw) else raw  # type: ignore[return-value]
 
 
-@pytest.mark.parametrize("kind", GARBAGE, ids=str)
-def test_B13_core_garbage_from_process_chunk_is_an_error_result_pending_not_flushed(
-    kind: str,
-) -> None:
-    garbage = GARBAGE[kind]()
+def _fed(chunk: object, pending: str = "pending") -> Driver:
+    """The core, started and fed "Line\n", `pending`, then `chunk`."""
     driver = Driver(SMALL)
     driver.start()
-    driver.text("Line\n", "pending")
-    driver.chunk(garbage)
+    driver.text("Line\n", pending)
+    driver.chunk(chunk)
+    return driver
+
+
+def _core_type_error(bad: object) -> domain.StreamResult:
+    """The core fed "Line\n", "pending", then `bad`: an `error` result whose data is a
+    TypeError, "pending" not flushed (B13), the stream closed, the generic exception embed."""
+    driver = _fed(bad)
     result = driver.settle()
     assert result.status == "error"
     assert isinstance(result.data, TypeError)
-    assert type(garbage).__name__ in str(result.data)
     assert driver.messages == ["Line"]  # B13: "pending" is not flushed
     assert result.accumulated_text == "Line"
     assert driver.closed
     (embed,) = driver.embeds
     assert embed.title == EXCEPTION_TITLE
+    return result
+
+
+async def _shell_error_after_line(s: Stage, provider: ScriptProvider) -> domain.StreamResult:
+    """Through the shell: `provider` says "Line\n", "pending", then something that breaks the
+    stream (B13): an `error` result, only "Line" reaches the channel ("pending" is not
+    flushed), and the one embed is the generic exception embed."""
+    result = await s.stream(provider, SMALL)
+    assert result.status == "error"
+    assert _transcript_is_the_result(s, result) == ["Line"]  # B13: "pending" is not flushed
+    (embed,) = s.embeds
+    assert embed["title"] == EXCEPTION_TITLE
+    return result
+
+
+@pytest.mark.parametrize("kind", GARBAGE, ids=str)
+def test_B13_core_garbage_from_process_chunk_is_an_error_result_pending_not_flushed(
+    kind: str,
+) -> None:
+    garbage = GARBAGE[kind]()
+    result = _core_type_error(garbage)
+    assert type(garbage).__name__ in str(result.data)
 
 
 @shell
-@virtual_time
 @pytest.mark.parametrize("kind", GARBAGE, ids=str)
 async def test_B13_shell_garbage_from_process_chunk_is_an_error_result_pending_not_flushed(
     kind: str,
@@ -311,13 +350,9 @@ async def test_B13_shell_garbage_from_process_chunk_is_an_error_result_pending_n
     garbage = GARBAGE[kind]()
     async with stage() as s:
         provider = Unwrapping(["Line\n", "pending", Raw(garbage), "never"])
-        result = await s.stream(provider, SMALL)
-        assert result.status == "error"
+        result = await _shell_error_after_line(s, provider)
         assert isinstance(result.data, TypeError)
         assert type(garbage).__name__ in str(result.data)
-        assert _transcript_is_the_result(s, result) == ["Line"]
-        assert len(s.embeds) == 1
-        assert s.embeds[0]["title"] == EXCEPTION_TITLE
         assert provider.closed
         assert provider.calls.count("process") == 3  # "never" was not pulled
 
@@ -338,36 +373,29 @@ class _Str(str):
 def test_B6_a_textchunk_subclass_and_a_str_subclass_are_delivered_as_text(
     chunk: domain.TextChunk,
 ) -> None:
-    driver = Driver(SMALL)
-    driver.start()
-    driver.text("Line\n", "pending ")
-    driver.chunk(chunk)
+    driver = _fed(chunk, "pending ")
     result = driver.end()
     assert result.status == "completed"
     assert driver.messages == ["Line", "pending " + str(chunk.content)]
     assert type(result.accumulated_text) is str
 
 
-class _Unchecked(domain.TextChunk):
-    """A subclass that skips validation: `_Unchecked(42)` is a TextChunk with an int content."""
+def _unchecked(chunk: type[Chunk]) -> type[Chunk]:
+    """A subclass of `chunk` that skips validation: `_unchecked(domain.TextChunk)(42)` is a
+    TextChunk with an int content."""
 
-    def __post_init__(self) -> None:
+    def skip(self: object) -> None:
         pass
 
-
-class _UncheckedCall(domain.FunctionCallChunk):
-    def __post_init__(self) -> None:
-        pass
-
-
-class _UncheckedError(domain.ErrorChunk):
-    def __post_init__(self) -> None:
-        pass
+    return cast(
+        "type[Chunk]", type(f"Unchecked{chunk.__name__}", (chunk,), {"__post_init__": skip})
+    )
 
 
-class _UncheckedDone(domain.DoneChunk):
-    def __post_init__(self) -> None:
-        pass
+_Unchecked = _unchecked(domain.TextChunk)
+_UncheckedCall = _unchecked(domain.FunctionCallChunk)
+_UncheckedError = _unchecked(domain.ErrorChunk)
+_UncheckedDone = _unchecked(domain.DoneChunk)
 
 
 UNCHECKED: Final[dict[str, Callable[[], object]]] = {
@@ -384,22 +412,10 @@ UNCHECKED: Final[dict[str, Callable[[], object]]] = {
 
 @pytest.mark.parametrize("kind", UNCHECKED, ids=str)
 def test_B1_core_an_unvalidated_chunk_subclass_is_an_error_result(kind: str) -> None:
-    driver = Driver(SMALL)
-    driver.start()
-    driver.text("Line\n", "pending")
-    driver.chunk(UNCHECKED[kind]())
-    result = driver.settle()
-    assert result.status == "error"
-    assert isinstance(result.data, TypeError)
-    assert driver.messages == ["Line"]  # B13: "pending" is not flushed
-    assert result.accumulated_text == "Line"
-    assert driver.closed
-    (embed,) = driver.embeds
-    assert embed.title == EXCEPTION_TITLE
+    _core_type_error(UNCHECKED[kind]())
 
 
 @shell
-@virtual_time
 async def test_B1_shell_an_unvalidated_textchunk_subclass_ends_as_an_error_result() -> None:
     async with stage() as s:
         provider = ScriptProvider(["Line\n", "pending", _Unchecked(42)])  # type: ignore[arg-type]
@@ -411,7 +427,6 @@ async def test_B1_shell_an_unvalidated_textchunk_subclass_ends_as_an_error_resul
 
 
 @shell
-@virtual_time
 async def test_F2_B13_shell_an_unvalidated_subclass_the_result_holds_what_was_sent() -> None:
     """'Line' is still in flight when the bad chunk arrives: it is counted, then the embed."""
     async with stage() as s:
@@ -468,7 +483,6 @@ def test_E7_E10_core_10mb_every_character_arrives_in_messages_that_fit(
 
 
 @shell
-@virtual_time
 async def test_E7_F2_shell_10mb_in_three_chunks_the_channel_holds_every_character_once(
     ten_mb: str,
 ) -> None:
@@ -478,9 +492,7 @@ async def test_E7_F2_shell_10mb_in_three_chunks_the_channel_holds_every_characte
     async with stage() as s:
         loop = asyncio.get_running_loop()
         started = loop.time()
-        result = await s.stream(ScriptProvider(_chunks(ten_mb, size)), BIG)
-        assert result.status == "completed"
-        contents = _transcript_is_the_result(s, result)
+        contents = await _completed(s, ten_mb, size, BIG)
         assert all(len(m) <= 2000 for m in contents)
         _spans(contents, ten_mb)
         # No waiting of any kind but the pacing (F4): 50 requests a second, not one 429.
@@ -506,17 +518,14 @@ def test_E6_core_control_and_bidi_characters_pass_through(name: str, size: int) 
 
 
 @shell
-@virtual_time
 async def test_E6_shell_control_and_bidi_characters_reach_discord_unchanged() -> None:
     async with stage() as s:
         lines = [f"{name}: {text} end" for name, text in PASS_THROUGH.items()]
         text = "\n".join(lines)
-        result = await s.stream(ScriptProvider(_chunks(text, 5)), SMALL)
-        assert result.status == "completed"
-        contents = _transcript_is_the_result(s, result)
+        contents = await _completed(s, text, 5, SMALL)
         _spans(contents, text)
         for line in lines:  # each line is a message or inside one, byte for byte
-            assert line.strip() in result.accumulated_text
+            assert line.strip() in s.api.text()
 
 
 # -- lone surrogates: JSON cannot carry them -------------------------------------------------------
@@ -525,15 +534,12 @@ SURROGATE_TEXT: Final = "before\nbad \ud800 here\nafter"
 
 
 @shell
-@virtual_time
 @pytest.mark.parametrize("size", [1, 4, 1000], ids=["by-1", "by-4", "whole"])
 async def test_F2_shell_a_lone_surrogate_is_replaced_and_the_stream_completes(size: int) -> None:
     async with stage() as s:
         loop = asyncio.get_running_loop()
         started = loop.time()
-        result = await s.stream(ScriptProvider(_chunks(SURROGATE_TEXT, size)), SMALL)
-        assert result.status == "completed"
-        contents = _transcript_is_the_result(s, result)
+        contents = await _completed(s, SURROGATE_TEXT, size, SMALL)
         _spans(contents, SURROGATE_TEXT.replace("\ud800", "\ufffd"))
         assert all(r.status == 200 for r in s.api.requests if r.kind == "send")
         assert loop.time() - started < 1.0  # no retries
@@ -545,7 +551,6 @@ PAIR_SHOWN: Final = "pair \U0001f600 ok, lone \ufffd and reversed \ufffd\ufffd e
 
 
 @shell
-@virtual_time
 @pytest.mark.parametrize("size", [1, 4, 6, 1000], ids=["by-1", "by-4", "by-6", "whole"])
 async def test_F2_shell_a_surrogate_pair_is_counted_as_discord_shows_it(size: int) -> None:
     async with stage() as s:
@@ -555,7 +560,6 @@ async def test_F2_shell_a_surrogate_pair_is_counted_as_discord_shows_it(size: in
 
 
 @shell
-@virtual_time
 @pytest.mark.parametrize(
     "failure",
     [
@@ -639,7 +643,6 @@ def test_E7_core_a_long_flag_run_at_an_odd_offset_is_not_cut_inside_a_flag(
 
 
 @shell
-@virtual_time
 @pytest.mark.parametrize("name", CLUSTERS, ids=str)
 async def test_E7_shell_no_message_in_the_channel_cuts_a_cluster(name: str) -> None:
     cluster = CLUSTERS[name]
@@ -669,7 +672,6 @@ def _assert_pings_nobody(messages: list[SentMessage]) -> None:
 
 
 @shell
-@virtual_time
 @pytest.mark.parametrize("size", [1, 4, 10_000], ids=["by-1", "by-4", "whole"])
 async def test_F1_shell_mentions_are_delivered_verbatim_and_ping_nobody(size: int) -> None:
     lines = [f"hey {m} look" for m in MENTIONS]
@@ -691,7 +693,6 @@ async def test_F1_shell_mentions_are_delivered_verbatim_and_ping_nobody(size: in
 
 
 @shell
-@virtual_time
 async def test_F1_shell_mentions_in_an_error_embed_ping_nobody() -> None:
     error = domain.ProviderError("api_error", " ".join(MENTIONS))
     async with stage() as s:
@@ -716,7 +717,6 @@ def test_E3_core_every_message_has_balanced_fences_and_the_text_survives(name: s
 
 
 @shell
-@virtual_time
 @pytest.mark.parametrize("name", FENCE_TEXTS, ids=str)
 async def test_E3_shell_every_message_in_the_channel_has_balanced_fences(name: str) -> None:
     text = FENCE_TEXTS[name]
@@ -791,7 +791,6 @@ def test_G4_core_the_embed_for_an_error_never_shows_a_secret(case: SecretCase) -
 
 
 @shell
-@virtual_time
 @pytest.mark.parametrize("case", SECRETS, ids=lambda c: c.id)
 async def test_G4_shell_no_request_to_discord_carries_a_secret(case: SecretCase) -> None:
     failure = case.failure
@@ -816,7 +815,6 @@ def test_D2_normalize_usage_returns_the_valid_side_or_none_and_never_raises(
 
 
 @shell
-@virtual_time
 async def test_D2_B5_shell_broken_usage_reports_change_nothing_but_usage() -> None:
     valid = {"prompt_tokens": 11, "completion_tokens": 22}
     steps: list[object] = ["one\n", domain.TextChunk("two\n", usage=valid)]
@@ -833,7 +831,6 @@ async def test_D2_B5_shell_broken_usage_reports_change_nothing_but_usage() -> No
 
 
 @shell
-@virtual_time
 async def test_D2_shell_a_usage_object_that_raises_does_not_end_the_stream() -> None:
     steps: list[object] = [
         domain.TextChunk("one\n", usage={"prompt_tokens": 1, "completion_tokens": 2}),
@@ -871,7 +868,6 @@ def test_G6_core_an_exception_without_a_readable_message_gets_the_generic_text(
 
 
 @shell
-@virtual_time
 @pytest.mark.parametrize("name", SILENT_ERRORS, ids=str)
 async def test_G2_G3_shell_an_error_without_a_message_is_an_error_result_with_an_embed(
     name: str,
@@ -903,7 +899,6 @@ def _raise() -> object:
 
 
 @shell
-@virtual_time
 @pytest.mark.parametrize(
     "answer",
     [_raise, lambda: 42, lambda: "", lambda: "   ", lambda: None],
@@ -921,17 +916,12 @@ async def test_G1_shell_a_broken_describe_error_falls_back_to_the_generic_headli
 
 
 @shell
-@virtual_time
 @pytest.mark.parametrize("name", SILENT_EXCEPTIONS, ids=str)
 async def test_B13_G6_shell_an_exception_without_a_message_gets_the_generic_embed(
     name: str,
 ) -> None:
-    exception = SILENT_EXCEPTIONS[name]()
     async with stage() as s:
-        provider = ScriptProvider(["Line\n", "pending", exception])
-        result = await s.stream(provider, SMALL)
-        assert result.status == "error"
+        exception = SILENT_EXCEPTIONS[name]()
+        result = await _shell_error_after_line(s, ScriptProvider(["Line\n", "pending", exception]))
         assert result.data is exception
-        assert _transcript_is_the_result(s, result) == ["Line"]  # B13: not flushed
-        (embed,) = s.embeds
-        assert (embed["title"], embed["description"]) == (EXCEPTION_TITLE, GENERIC_EXCEPTION)
+        assert s.embeds[0]["description"] == GENERIC_EXCEPTION
