@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import pickle
 import re
-from typing import get_args
+from typing import Final, get_args
 
 import pytest
 
@@ -40,36 +40,40 @@ def test_G5_text_formats_fields() -> None:
     assert text == "Response stopped (reason: rate_limit)"
 
 
-def test_G5_unknown_locale_falls_back_to_english() -> None:
-    assert DEFAULT_CATALOGUE.text("xx-YY", "timeout.title") == "Response timed out"
+_WITH_PT: Final = DEFAULT_CATALOGUE.with_locale("pt", _PT)
+_WITH_PT_BR: Final = _WITH_PT.with_locale(
+    "pt-BR", {"title.model_error": "Erro de configuração do modelo (BR)"}
+)
 
 
-def test_G5_added_locale_is_used() -> None:
-    catalogue = DEFAULT_CATALOGUE.with_locale("pt", _PT)
-    assert catalogue.text("pt", "title.model_error") == "Erro de configuração do modelo"
-
-
-def test_G5_region_falls_back_to_base_language() -> None:
-    catalogue = DEFAULT_CATALOGUE.with_locale("pt", _PT)
-    text = catalogue.text("pt-BR", "description.stopped", reason="timeout")
-    assert text == "Resposta interrompida (motivo: timeout)"
-
-
-def test_G5_region_specific_message_wins_over_base_language() -> None:
-    catalogue = DEFAULT_CATALOGUE.with_locale("pt", _PT).with_locale(
-        "pt-BR", {"title.model_error": "Erro de configuração do modelo (BR)"}
-    )
-    assert catalogue.text("pt-BR", "title.model_error") == "Erro de configuração do modelo (BR)"
-
-
-def test_G5_locale_tags_match_ignoring_case_and_underscore() -> None:
-    catalogue = DEFAULT_CATALOGUE.with_locale("pt-BR", _PT)
-    assert catalogue.text("PT_br", "title.model_error") == "Erro de configuração do modelo"
-
-
-def test_G5_missing_key_in_locale_falls_back_to_english() -> None:
-    catalogue = DEFAULT_CATALOGUE.with_locale("pt", _PT)
-    assert catalogue.text("pt", "title.rate_limit") == "Rate Limited"
+@pytest.mark.parametrize(
+    ("catalogue", "locale", "key", "expected"),
+    [
+        (DEFAULT_CATALOGUE, "xx-YY", "timeout.title", "Response timed out"),
+        (_WITH_PT, "pt", "title.model_error", "Erro de configuração do modelo"),
+        (_WITH_PT, "pt-BR", "description.stopped", "Resposta interrompida (motivo: timeout)"),
+        (_WITH_PT_BR, "pt-BR", "title.model_error", "Erro de configuração do modelo (BR)"),
+        (
+            DEFAULT_CATALOGUE.with_locale("pt-BR", _PT),
+            "PT_br",
+            "title.model_error",
+            "Erro de configuração do modelo",
+        ),
+        (_WITH_PT, "pt", "title.rate_limit", "Rate Limited"),
+    ],
+    ids=[
+        "unknown-locale-falls-back-to-english",
+        "added-locale-is-used",
+        "region-falls-back-to-base-language",
+        "region-specific-message-wins-over-base-language",
+        "locale-tags-match-ignoring-case-and-underscore",
+        "missing-key-in-locale-falls-back-to-english",
+    ],
+)
+def test_G5_a_text_is_found_by_locale(
+    catalogue: Catalogue, locale: str, key: MessageKey, expected: str
+) -> None:
+    assert catalogue.text(locale, key, reason="timeout") == expected
 
 
 def test_G5_with_locale_returns_a_new_catalogue() -> None:
