@@ -16,7 +16,7 @@ Two demo tools are offered to the model (`roll_dice`, `current_time`) unless `--
 a tool-capable model shows the whole tool loop: segment, tool round, answer.
 
 In the emulator, each message is printed the moment the channel receives it (as the demo
-does, `console.local_discord`), so a slow model does not look hung. The exit status
+does, `console.local_channel`), so a slow model does not look hung. The exit status
 (`outcome`) is 0 when the turn completed, 1 when it ended any other way (an `error` turn says
 in one line on stderr what the model server answered), and 2 when the model server or Discord
 could not be reached, Discord refused the token or the channel, or the provider's SDK is not
@@ -44,7 +44,7 @@ from cordstream.shell.cli.console import (
     Printer,
     could_not_connect,
     http_url,
-    local_discord,
+    local_channel,
     positive_seconds,
     positive_tokens,
     why,
@@ -329,7 +329,7 @@ async def _destination(
     """The emulator's channel with a user question to reply to, or the real channel."""
     target = f"cordstream chat: {options.provider} {options.model}"
     if options.channel_id is None:
-        async with local_discord(options.prompt, out) as local:
+        async with local_channel(options.prompt, out) as local:
             out(f"{target} → local Discord emulator")
             yield (
                 StreamContext(local.channel, reply_to=local.question),

@@ -1,6 +1,6 @@
 """What the two commands share (`cordstream demo`, `cordstream chat`).
 
-- `local_discord`: the Discord emulator on 127.0.0.1 with a real `discord.Client` logged into
+- `local_channel`: the Discord emulator on 127.0.0.1 with a real `discord.Client` logged into
   it and a user's question posted, printing a line for each message the moment the channel
   receives it (`arrival`), so a slow model never looks hung.
 - `Failure`: something outside the command is missing or refuses (a server that cannot be
@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 import discord
 
-from cordstream.shell.testing.emulator import DiscordEmulator, SentMessage, discord_client
+from cordstream.shell.testing.emulator import DiscordEmulator, SentMessage, local_discord
 
 Printer = Callable[[str], None]
 
@@ -71,10 +71,11 @@ class LocalChannel:
 
 
 @asynccontextmanager
-async def local_discord(question: str, out: Printer) -> AsyncIterator[LocalChannel]:
-    """Start the emulator, log a client into it, post `question` as a user; while inside,
-    `out` gets a line for each message the channel receives. Everything is closed on exit,
-    cancellation included. A failure to listen on 127.0.0.1 is a `Failure`."""
+async def local_channel(question: str, out: Printer) -> AsyncIterator[LocalChannel]:
+    """Start the emulator, log a client into it (the test kit's `local_discord`), post
+    `question` as a user; while inside, `out` gets a line for each message the channel
+    receives. Everything is closed on exit, cancellation included. A failure to listen on
+    127.0.0.1 is a `Failure`."""
     api = DiscordEmulator()
     try:
         await api.start()
@@ -82,9 +83,7 @@ async def local_discord(question: str, out: Printer) -> AsyncIterator[LocalChann
         where = "the local Discord emulator on 127.0.0.1"
         raise Failure(f"cannot start {where}: {why(error)}") from error
     try:
-        async with discord_client(api) as client:
-            channel = await client.fetch_channel(api.channel_id)
-            assert isinstance(channel, discord.TextChannel)
+        async with local_discord(api) as (_, _, channel):
             asked = api.post_user_message(question)
             loop = asyncio.get_running_loop()
             start = loop.time()

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from cordstream.domain import DoneChunk, ProcessedChunk, StreamResult, TextChunk
-from cordstream.shell.cli.console import Printer, local_discord
+from cordstream.shell.cli.console import Printer, local_channel
 from cordstream.shell.config import StreamConfig
 from cordstream.shell.context import StreamContext
 from cordstream.shell.orchestrator import StreamOrchestrator
@@ -94,7 +94,7 @@ async def run_demo(
 ) -> tuple[StreamResult, list[SentMessage], ScriptProvider]:
     """Stream the built-in answer into a local Discord; return the result and the transcript.
 
-    `out` gets a line for each message as the channel receives it (`console.local_discord`)
+    `out` gets a line for each message as the channel receives it (`console.local_channel`)
     and for each scheduled user action. A bad option is a `ValueError` (from `StreamConfig`),
     raised before anything starts; an emulator that cannot listen is a `console.Failure`.
     """
@@ -102,7 +102,7 @@ async def run_demo(
         inactivity_timeout=options.timeout, humanizer_degree=options.humanizer, flush_limit=0
     )
     question = "@cordstream how do you deliver an answer?"
-    async with local_discord(question, out) as local:
+    async with local_channel(question, out) as local:
         context = StreamContext(local.channel, reply_to=local.question)
         orchestrator = StreamOrchestrator(StopRegistry())
         loop = asyncio.get_running_loop()
