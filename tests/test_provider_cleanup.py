@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -106,22 +106,16 @@ def propagates(probe: Probe) -> AsyncIterator[object]:
     return gen()
 
 
-def returns(probe: Probe) -> AsyncIterator[object]:
-    async def gen() -> AsyncIterator[object]:
-        try:
-            yield FIRST
-            try:
-                await hang()
-            except asyncio.CancelledError:
-                probe.interrupted += 1
-                return  # StopAsyncIteration on cordstream's interrupt
-        finally:
-            probe.left = True
-
-    return gen()
+Script = Callable[[Probe], AsyncIterator[object]]
 
 
-def raises(error: Callable[[], BaseException]) -> Callable[[Probe], AsyncIterator[object]]:
+def when_interrupted(
+    then: Callable[[Probe], Awaitable[None]] | None = None, *, late: Sequence[object] = ()
+) -> Script:
+    """A provider that yields its first chunk and hangs; interrupted there (cordstream's
+    cancellation of its read), it counts it, yields `late`, then awaits `then` (returning,
+    raising or waiting again), or else returns."""
+
     def make(probe: Probe) -> AsyncIterator[object]:
         async def gen() -> AsyncIterator[object]:
             try:
@@ -130,7 +124,10 @@ def raises(error: Callable[[], BaseException]) -> Callable[[Probe], AsyncIterato
                     await hang()
                 except asyncio.CancelledError:
                     probe.interrupted += 1
-                    raise error() from None
+                    for item in late:
+                        yield item
+                    if then is not None:
+                        await then(probe)
             finally:
                 probe.left = True
 
@@ -139,61 +136,40 @@ def raises(error: Callable[[], BaseException]) -> Callable[[Probe], AsyncIterato
     return make
 
 
-def yields_again(probe: Probe) -> AsyncIterator[object]:
-    async def gen() -> AsyncIterator[object]:
-        try:
-            yield FIRST
-            try:
-                await hang()
-            except asyncio.CancelledError:
-                probe.interrupted += 1
-                yield TextChunk("late text\n")
-                yield ErrorChunk(ProviderError("api_error", "late error"))
-                await hang()
-        finally:
-            probe.left = True
+def raising(error: Callable[[], BaseException]) -> Callable[[Probe], Awaitable[None]]:
+    async def react(probe: Probe) -> None:
+        raise error() from None
 
-    return gen()
+    return react
+
+
+async def hang_again(probe: Probe) -> None:
+    await hang()
+
+
+returns = when_interrupted()  # StopAsyncIteration on cordstream's interrupt
+yields_again = when_interrupted(
+    hang_again,
+    late=(TextChunk("late text\n"), ErrorChunk(ProviderError("api_error", "late error"))),
+)
+swallows_once = when_interrupted(hang_in_cleanup)  # goes on waiting, until cancelled again
 
 
 def finally_hangs(probe: Probe) -> AsyncIterator[object]:
     """The issue's example: `try: yield; await sleep(3600) finally: await sleep(3600)`."""
-
-    async def gen() -> AsyncIterator[object]:
-        try:
-            try:
-                yield FIRST
-                await asyncio.sleep(HOUR)
-            finally:
-                await hang_in_cleanup(probe)
-        finally:
-            probe.left = True
-
-    return gen()
-
-
-def swallows_once(probe: Probe) -> AsyncIterator[object]:
-    async def gen() -> AsyncIterator[object]:
-        try:
-            yield FIRST
-            try:
-                await hang()
-            except asyncio.CancelledError:
-                probe.interrupted += 1
-                await hang_in_cleanup(probe)  # goes on waiting, until cancelled again
-        finally:
-            probe.left = True
-
-    return gen()
+    return _issue_generator(probe, last=None, then="sleep")
 
 
 # name -> (provider script, whether its cleanup waits until it is cancelled a second time)
-BEHAVIOURS: Final[dict[str, tuple[Callable[[Probe], AsyncIterator[object]], bool]]] = {
+BEHAVIOURS: Final[dict[str, tuple[Script, bool]]] = {
     "propagates": (propagates, False),
     "returns": (returns, False),
-    "raises-exception": (raises(lambda: RuntimeError("interrupted")), False),
-    "raises-own-cancelled": (raises(lambda: asyncio.CancelledError("its own")), False),
-    "raises-base-exception": (raises(lambda: Mine("interrupted")), False),
+    "raises-exception": (when_interrupted(raising(lambda: RuntimeError("interrupted"))), False),
+    "raises-own-cancelled": (
+        when_interrupted(raising(lambda: asyncio.CancelledError("its own"))),
+        False,
+    ),
+    "raises-base-exception": (when_interrupted(raising(lambda: Mine("interrupted"))), False),
     "yields-again": (yields_again, False),
     "finally-hangs": (finally_hangs, True),
     "swallows-once": (swallows_once, True),
@@ -526,10 +502,13 @@ async def test_B10_aclose_may_use_asyncio_timeout_and_task_groups_after_an_inter
 
 
 def _issue_generator(probe: Probe, *, last: object | None, then: str) -> AsyncIterator[object]:
+    """Yields the first chunk (and `last`), then sleeps an hour (`then="sleep"`) or returns;
+    its `finally` waits until it is cancelled."""
+
     async def gen() -> AsyncIterator[object]:
         try:
             try:
-                yield TextChunk("Hello\nWorld")
+                yield FIRST
                 if last is not None:
                     yield last
                 if then == "sleep":
@@ -637,7 +616,7 @@ async def test_B11_a_provider_that_swallows_every_cancellation_is_abandoned_with
 
 
 # name -> (provider, how the stream ends before the caller cancels)
-CLEANUP_HANGS: Final[dict[str, tuple[Callable[[Probe], AsyncIterator[object]], str]]] = {
+CLEANUP_HANGS: Final[dict[str, tuple[Script, str]]] = {
     "finally-after-stop": (finally_hangs, "stop"),
     "finally-after-timeout": (finally_hangs, "timeout"),
     "swallowed-after-stop": (swallows_once, "stop"),
