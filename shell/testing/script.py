@@ -71,7 +71,7 @@ Step: TypeAlias = str | Sleep | Hang | Do | Raw | BaseException | object
 _CHUNKS = (TextChunk, DoneChunk, ErrorChunk, FunctionCallChunk)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class ScriptProvider:
     """A `StreamProvider` that plays `steps` (see the module docstring).
 
@@ -182,6 +182,8 @@ class ScriptProvider:
 class ScriptStream:
     """The stream `ScriptProvider.start_stream` returns: `play()`, with the calls under way
     counted and `aclose()` noted."""
+
+    __slots__ = ("provider", "steps")
 
     def __init__(self, provider: ScriptProvider) -> None:
         self.provider = provider
