@@ -71,7 +71,7 @@ Step: TypeAlias = str | Sleep | Hang | Do | Raw | BaseException | object
 _CHUNKS = (TextChunk, DoneChunk, ErrorChunk, FunctionCallChunk)
 
 
-@dataclass(eq=False, slots=True)
+@dataclass(eq=False)
 class ScriptProvider:
     """A `StreamProvider` that plays `steps` (see the module docstring).
 
