@@ -113,12 +113,7 @@ class TextChunk:
     serving_provider: str | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
-        _require(
-            isinstance(self.content, str),
-            "TextChunk",
-            f"content must be str, got {type(self.content).__name__}",
-        )
-        _check_common("TextChunk", self.thoughts, self.serving_provider)
+        check(self)  # the same checks as `check`: no message is built unless one fails
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,12 +159,7 @@ class ErrorChunk:
     serving_provider: str | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
-        _require(
-            self.error is None or isinstance(self.error, ProviderError),
-            "ErrorChunk",
-            "error must be a ProviderError or None",
-        )
-        _check_common("ErrorChunk", self.thoughts, self.serving_provider)
+        check(self)  # the same checks as `check`: no message is built unless one fails
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,12 +172,7 @@ class DoneChunk:
     serving_provider: str | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
-        _require(
-            self.metadata is None or isinstance(self.metadata, Mapping),
-            "DoneChunk",
-            "metadata must be a mapping or None",
-        )
-        _check_common("DoneChunk", self.thoughts, self.serving_provider)
+        check(self)  # the same checks as `check`: no message is built unless one fails
 
 
 ProcessedChunk: TypeAlias = TextChunk | FunctionCallChunk | ErrorChunk | DoneChunk

@@ -121,11 +121,6 @@ Tool: TypeAlias = ChatCompletionToolUnionParam | Mapping[str, object]
 _SDK_PACKAGES: Final = ("openai.", "httpx2.", "httpcore2.")
 
 
-def _get(obj: object, name: str) -> object:
-    """A field of an SDK object that may be missing or of any type (unvalidated chunks)."""
-    return getattr(obj, name, None)
-
-
 def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
 
@@ -148,26 +143,26 @@ class _Piece:
 
 
 def _choice(chunk: object) -> object:
-    choices = _get(chunk, "choices")
+    choices = getattr(chunk, "choices", None)
     if not isinstance(choices, list) or not choices:
         return None
     for choice in choices:
-        if _get(choice, "index") == 0:
+        if getattr(choice, "index", None) == 0:
             return choice
     return choices[0]
 
 
 def _read(chunk: object) -> _Piece:
     choice = _choice(chunk)
-    delta = _get(choice, "delta")
-    tool_calls = _get(delta, "tool_calls")
-    finish = _get(choice, "finish_reason")
-    provider = _get(chunk, "provider")
+    delta = getattr(choice, "delta", None)
+    tool_calls = getattr(delta, "tool_calls", None)
+    finish = getattr(choice, "finish_reason", None)
+    provider = getattr(chunk, "provider", None)
     return _Piece(
-        content=_text(_get(delta, "content")),
-        refusal=_text(_get(delta, "refusal")),
-        reasoning_content=_text(_get(delta, "reasoning_content")),
-        reasoning=_text(_get(delta, "reasoning")),
+        content=_text(getattr(delta, "content", None)),
+        refusal=_text(getattr(delta, "refusal", None)),
+        reasoning_content=_text(getattr(delta, "reasoning_content", None)),
+        reasoning=_text(getattr(delta, "reasoning", None)),
         tool_calls=tuple(tool_calls) if isinstance(tool_calls, list) else (),
         finish_reason=finish if isinstance(finish, str) and finish else None,
         serving_provider=provider if isinstance(provider, str) and provider else None,
@@ -227,19 +222,19 @@ class _Answer:
                 parts.append(value)
         for delta in piece.tool_calls:
             self._merge(delta)
-        model, response_id = _get(chunk, "model"), _get(chunk, "id")
+        model, response_id = getattr(chunk, "model", None), getattr(chunk, "id", None)
         if isinstance(model, str) and model:
             self.model = model
         if isinstance(response_id, str) and response_id:
             self.response_id = response_id
         if piece.serving_provider is not None:
             self.serving_provider = piece.serving_provider
-        usage = _get(chunk, "usage")
+        usage = getattr(chunk, "usage", None)
         if usage is not None and domain.normalize_usage(usage) is not None:
             self.usage = usage
         if piece.finish_reason is not None:
             self.finish_reason = piece.finish_reason
-        error = _get(chunk, "error")
+        error = getattr(chunk, "error", None)
         if isinstance(error, Mapping) and error:  # the SDK raises for it; in case it did not
             self.error = cast("Mapping[str, object]", error)
             self.finish_reason = "error"
@@ -251,8 +246,8 @@ class _Answer:
         )
 
     def _merge(self, delta: object) -> None:
-        index = _int(_get(delta, "index"))
-        call_id = _get(delta, "id")
+        index = _int(getattr(delta, "index", None))
+        call_id = getattr(delta, "id", None)
         call_id = call_id if isinstance(call_id, str) and call_id else None
         if index is None:
             known = [key for key, call in self.calls.items() if call_id and call.id == call_id]
@@ -272,11 +267,11 @@ class _Answer:
         self.last_key = key
         if call.id is None and call_id is not None:
             call.id = call_id
-        function = _get(delta, "function")
-        name = _get(function, "name")
+        function = getattr(delta, "function", None)
+        name = getattr(function, "name", None)
         if isinstance(name, str) and name and not call.name:
             call.name = name
-        arguments = _get(function, "arguments")
+        arguments = getattr(function, "arguments", None)
         if isinstance(arguments, str) and arguments:
             call.arguments.append(arguments)
 
