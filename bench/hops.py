@@ -63,9 +63,9 @@ class Trace:
         where = _ours(frame.f_code.co_filename)
         if where is None:
             return
-        if where.startswith("shell/providers/openai") and self.stretch is None:
-            if "Hello" in repr(frame.f_locals)[:2000]:
-                self.stretch = "there"
+        opens = self.stretch is None and where.startswith("shell/providers/openai")
+        if opens and "Hello" in repr(frame.f_locals)[:2000]:
+            self.stretch = "there"
         if self.stretch == "there" and name == "send_message" and where == "shell/delivery.py":
             self.calls["there"].append((where, name))
             self.stretch = "between"
