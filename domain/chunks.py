@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias, get_args
+from typing import Literal, TypeAlias, cast, get_args
 
 ThoughtKind: TypeAlias = Literal["summary", "raw"]
 ErrorKind: TypeAlias = Literal[
@@ -103,17 +103,23 @@ class ProviderError:
         )
 
 
+class _Checked:
+    """A chunk's constructor validates its fields with `check`: a bad one raises TypeError."""
+
+    __slots__ = ()
+
+    def __post_init__(self) -> None:
+        check(cast("ProcessedChunk", self))  # no message is built unless a check fails
+
+
 @dataclass(frozen=True, slots=True)
-class TextChunk:
+class TextChunk(_Checked):
     """Model text. May contain `<think>`/`<details>` markup; the machine strips it (E4, E5)."""
 
     content: str
     usage: object = field(default=None, kw_only=True, hash=False)
     thoughts: tuple[Thought, ...] = field(default=(), kw_only=True)
     serving_provider: str | None = field(default=None, kw_only=True)
-
-    def __post_init__(self) -> None:
-        check(self)  # the same checks as `check`: no message is built unless one fails
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +156,7 @@ class FunctionCallChunk:
 
 
 @dataclass(frozen=True, slots=True)
-class ErrorChunk:
+class ErrorChunk(_Checked):
     """The provider reported an error in-band; `None` means no error (the chunk is ignored)."""
 
     error: ProviderError | None
@@ -158,21 +164,15 @@ class ErrorChunk:
     thoughts: tuple[Thought, ...] = field(default=(), kw_only=True)
     serving_provider: str | None = field(default=None, kw_only=True)
 
-    def __post_init__(self) -> None:
-        check(self)  # the same checks as `check`: no message is built unless one fails
-
 
 @dataclass(frozen=True, slots=True)
-class DoneChunk:
+class DoneChunk(_Checked):
     """The provider's finish signal. Text after it is still delivered (B6)."""
 
     metadata: Mapping[str, object] | None = field(default=None, hash=False)
     usage: object = field(default=None, kw_only=True, hash=False)
     thoughts: tuple[Thought, ...] = field(default=(), kw_only=True)
     serving_provider: str | None = field(default=None, kw_only=True)
-
-    def __post_init__(self) -> None:
-        check(self)  # the same checks as `check`: no message is built unless one fails
 
 
 ProcessedChunk: TypeAlias = TextChunk | FunctionCallChunk | ErrorChunk | DoneChunk

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cordstream.domain import (
+from cordstream.domain import StopRequest, StreamConfig, StreamState, TextChunk, initial_state, step
+from cordstream.domain.events import (
     ChunkArrived,
     Delivered,
     DiscordFailure,
@@ -21,14 +22,8 @@ from cordstream.domain import (
     ProviderEnded,
     Rejected,
     Started,
-    StopRequest,
     StopRequested,
-    StreamConfig,
-    StreamState,
-    TextChunk,
     TimerFired,
-    initial_state,
-    step,
 )
 from tests.answers import answers, chunkings
 from tests.driver import Driver
