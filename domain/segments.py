@@ -149,7 +149,7 @@ class Balance:
 EVEN: Final = Balance()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Code:
     """An open fenced block: its fence, how to reopen it, and the raw text of the current piece."""
 
@@ -160,6 +160,16 @@ class Code:
     # Punctuation-only text just before the block, starting its first piece (E6); "" after it.
     lead: str = ""
 
+    def with_body(self, body: str) -> Code:
+        """The same block with another current piece (by keyword: four fields are strings)."""
+        return Code(
+            fence=self.fence,
+            reopen=self.reopen,
+            body=body,
+            continued=self.continued,
+            lead=self.lead,
+        )
+
     @property
     def prefix(self) -> str:
         return self.lead + (self.reopen + "\n" if self.continued else "")
@@ -169,7 +179,7 @@ class Code:
         return "\n" + self.fence
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Segmenter:
     """Everything the segmenter holds except the tail (which the machine keeps on top)."""
 
@@ -216,7 +226,7 @@ def context(seg: Segmenter, tail: str) -> tuple[str, str]:
 
 def new_segmenter(max_len: int, *, sentences: bool) -> Segmenter:
     """A segmenter with the fast path off until the first `feed` (`try_append`)."""
-    return Segmenter(max_len, min(OVERFLOW, max_len), sentences)
+    return Segmenter(max_len=max_len, overflow=min(OVERFLOW, max_len), sentences=sentences)
 
 
 def hold(seg: Segmenter) -> Segmenter:
@@ -326,9 +336,7 @@ class _Work:
                     # an empty one, E3).
                     self.end_code(natural=False)
                 elif len(code.prefix) + len(code.body) + len(closer) <= self.seg.max_len:
-                    self.code = Code(
-                        code.fence, code.reopen, code.body + closer, code.continued, code.lead
-                    )
+                    self.code = code.with_body(code.body + closer)
                     self.end_code(natural=True)
                 else:
                     self.end_code(natural=False)  # our own closing fence stands for it
@@ -378,12 +386,14 @@ class _Work:
         max_len = self.seg.max_len
         body = code.body
         if len(code.prefix) + len(body) + len(line) + len(code.suffix) <= max_len:
-            self.code = Code(code.fence, code.reopen, body + line, code.continued, code.lead)
+            self.code = code.with_body(body + line)
             return
         lead = code.lead
         blank = ""  # blank lines the piece holds after its opening line (E6: kept as written)
         if _shows_code(code):
-            self.emit_code(Piece(body.rstrip("\r\n"), code.prefix, code.suffix, code=True))
+            self.emit_code(
+                Piece(body.rstrip("\r\n"), prefix=code.prefix, suffix=code.suffix, code=True)
+            )
             lead = ""
         else:
             blank = body if code.continued else body.partition("\n")[2]
@@ -399,10 +409,12 @@ class _Work:
         ):
             room = max(1, max_len - len(lead) - len(reopen) - len(blank) - len(suffix))
             end = cut_before(line, start + room, start, anchor=start)
-            self.emit_code(Piece(blank + line[start:end], lead + reopen, suffix, code=True))
+            self.emit_code(
+                Piece(blank + line[start:end], prefix=lead + reopen, suffix=suffix, code=True)
+            )
             lead = blank = ""
             start = end
-        self.code = Code(code.fence, code.reopen, blank + line[start:], True, lead)
+        self.code = replace(code, body=blank + line[start:], continued=True, lead=lead)
 
     def end_code(self, *, natural: bool) -> None:
         code = self.code
@@ -410,9 +422,11 @@ class _Work:
         self.code = None
         body = code.body
         if natural:
-            self.finish(Piece(body, code.prefix, code=True))
+            self.finish(Piece(body, prefix=code.prefix, code=True))
         elif _shows_code(code):
-            self.finish(Piece(body.rstrip("\r\n"), code.prefix, code.suffix, code=True))
+            self.finish(
+                Piece(body.rstrip("\r\n"), prefix=code.prefix, suffix=code.suffix, code=True)
+            )
         elif code.lead:
             # An opening fence with nothing after it is markup alone, nothing to show; the
             # punctuation before it waits for the next piece again (E6).
@@ -430,7 +444,7 @@ class _Work:
                 # Degree 3 cut a sentence ("... ") off the line the fence then starts: the fence
                 # goes on a line of its own, as the outbox packs code after text anyway.
                 lead += "\n"
-        code = Code(fence, fence + language, "", continued=False, lead=lead)
+        code = Code(fence=fence, reopen=fence + language, body="", continued=False, lead=lead)
         self.code = code
         return code
 
@@ -503,7 +517,7 @@ class _Work:
             separator = _separator(last) if not between else ""
             text = separator + between + glue.body
             if last.size + len(text) <= self.seg.max_len:
-                out[index:] = [Piece(last.body + text, last.prefix, code=last.code)]
+                out[index:] = [Piece(last.body + text, prefix=last.prefix, code=last.code)]
                 return
             stolen = None if last.prefix or last.code else _steal(last.body, text, self.seg.max_len)
             if stolen is not None:
@@ -532,7 +546,9 @@ class _Work:
                 return
             separator = _separator(ahead)
             if ahead.size + len(separator) + len(text) <= max_len:
-                self.lookahead = Piece(ahead.body + separator + text, ahead.prefix, code=ahead.code)
+                self.lookahead = Piece(
+                    ahead.body + separator + text, prefix=ahead.prefix, code=ahead.code
+                )
                 return
             if not (ahead.prefix or ahead.code):
                 # A full prose piece keeps the whitespace after it (a run of at most a message;
@@ -557,7 +573,9 @@ class _Work:
         separator = _separator(ahead)
         max_len = self.seg.max_len
         if ahead.size + len(separator) + len(text) <= max_len:
-            self.lookahead = Piece(ahead.body + separator + text, ahead.prefix, code=ahead.code)
+            self.lookahead = Piece(
+                ahead.body + separator + text, prefix=ahead.prefix, code=ahead.code
+            )
             return True
         if ahead.prefix or ahead.suffix or ahead.code:
             return False  # routed as a line of its own, cut to size like any other (E7)
@@ -620,7 +638,7 @@ class _Work:
             self.code_line(tail)  # emits whole pieces; keeps the rest as the piece body
             rest = self.code
             assert rest is not None
-            self.code = Code(rest.fence, rest.reopen, "", rest.continued, rest.lead)
+            self.code = rest.with_body("")
             return rest.body
         return tail
 
@@ -651,17 +669,17 @@ class _Work:
         else:
             room = seg.overflow - len(self.held)
         new = Segmenter(
-            seg.max_len,
-            seg.overflow,
-            seg.sentences,
-            self.held,
-            self.balance,
-            self.table,
-            code,
-            self.lookahead,
-            self.glue,
-            room,
-            self.cut_in_code,
+            max_len=seg.max_len,
+            overflow=seg.overflow,
+            sentences=seg.sentences,
+            held=self.held,
+            balance=self.balance,
+            table=self.table,
+            code=code,
+            lookahead=self.lookahead,
+            glue=self.glue,
+            tail_room=room,
+            cut_in_code=self.cut_in_code,
         )
         return new, tail, self.out
 
@@ -714,8 +732,15 @@ def _attach(glue: Piece, piece: Piece, max_len: int) -> list[Piece]:
     if glue.size + piece.size <= max_len:
         if piece.code:
             separator = "" if glue.body.endswith("\n") else "\n"
-            return [Piece(piece.body, glue.body + separator + piece.prefix, piece.suffix, True)]
-        return [Piece(glue.body + piece.body, piece.prefix, piece.suffix)]
+            return [
+                Piece(
+                    piece.body,
+                    prefix=glue.body + separator + piece.prefix,
+                    suffix=piece.suffix,
+                    code=True,
+                )
+            ]
+        return [Piece(glue.body + piece.body, prefix=piece.prefix, suffix=piece.suffix)]
     if piece.code or piece.prefix:
         return [glue, piece]
     body = piece.body

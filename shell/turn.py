@@ -49,6 +49,7 @@ from cordstream.domain import (
     estimate_tokens,
     sum_turn_usage,
 )
+from cordstream.domain.outcome import accumulated_text
 from cordstream.shell.config import StreamConfig
 from cordstream.shell.context import StreamContext
 from cordstream.shell.orchestrator import StreamOrchestrator
@@ -118,8 +119,8 @@ class TurnResult:
 
 
 def _joined(segments: Sequence[StreamResult]) -> str:
-    """F2: the segments' texts joined by "\\n", empty ones skipped."""
-    return "\n".join(segment.accumulated_text for segment in segments if segment.accumulated_text)
+    """F2: the segments' texts joined as one stream's messages are, empty ones skipped."""
+    return accumulated_text(tuple(s.accumulated_text for s in segments if s.accumulated_text))
 
 
 def _render(value: object) -> str:
