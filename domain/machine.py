@@ -173,8 +173,8 @@ class _Run:
                 # else: the timer outlived streaming
             case events.TimerFired() if phase != "ready":
                 pass  # an earlier arming: stale
-            case events.PauseOver(now=now, token=token) if token == self.out.pause:
-                self.out = replace(self.out, pause=None)
+            case events.PauseOver(now=now, token=token) if outbox.pausing(self.out, token):
+                self.out = outbox.pause_over(self.out)
                 self.pump(now)
             case events.PauseOver(token=token) if outbox.issued(self.out, token):
                 pass  # a pause that a stop or a timeout ended early (E9)

@@ -25,14 +25,16 @@ Accepted (F2): only content Discord accepted counts: `messages(out)`, in order (
 text is their join, `outcome.accumulated_text`).
 
 A delivery policy is a module offering these functions over a value of its own; the reducer
-calls nothing else (live delivery, SPEC §L, is to be a sibling of this module):
+calls nothing else, and reads only the value's `queue` (what a follow-up drops), `first_url`
+and, to describe an anomaly, `in_flight` and `pause` (live delivery, SPEC §L, is to be a
+sibling of this module):
 
     enqueue(out, pieces)               pieces the segmenter finished, in order
     pump(out, config, now, ending, hurry)  the next request or pause, a limit, or None
     embed(out, spec)                   the closing embed, once the text is out (G)
     accepted(out, now, url)            Discord accepted the request in flight
     refused(out)                       Discord refused it; and whether it was a message
-    pause_over(out, token)             a typing pause ended (None: not the current one)
+    pausing(out, token) / pause_over(out)   the typing pause in progress, and its end
     knows(out, seq) / issued(out, token)   whether an answer or a pause end can be ours
     drained(out)                       nothing queued, in flight or paused
     pending(out) / requeue / clear     the queue, for a retraction, a stop and a discard
@@ -128,7 +130,7 @@ def pump(
     if out.pause is not None:
         if not hurry:
             return out, None
-        out = replace(out, pause=None)
+        out = pause_over(out)  # a stop, a timeout or an error does not wait (E9)
     degree = config.humanizer_degree
     while out.queue and (ending or degree > 0):
         one_each = degree >= 2 and not hurry
@@ -181,8 +183,14 @@ def refused(out: Outbox) -> tuple[Outbox, bool]:
     return replace(out, in_flight=None, in_flight_text=None), out.in_flight_text is not None
 
 
-def pause_over(out: Outbox, token: int) -> Outbox | None:
-    return replace(out, pause=None) if out.pause == token else None
+def pausing(out: Outbox, token: int) -> bool:
+    """Whether the typing pause `token` is the one in progress."""
+    return out.pause == token
+
+
+def pause_over(out: Outbox) -> Outbox:
+    """The pause in progress is over (E9): the next message may go."""
+    return replace(out, pause=None)
 
 
 def knows(out: Outbox, seq: int) -> bool:

@@ -74,10 +74,9 @@ def test_E9_degrees_2_and_3_pause_before_each_further_message() -> None:
     hurried, send = outbox.pump(out, config, 0.2, ending=True, hurry=True)  # a stop
     assert send == SendMessage(3, "Second line.", reply=False)
     assert hurried.pause is None
-    over = outbox.pause_over(out, 2)
-    assert over is not None
-    assert over.pause is None
-    assert outbox.pause_over(out, 1) is None
+    assert outbox.pausing(out, 2)
+    assert not outbox.pausing(out, 1)
+    assert outbox.pause_over(out).pause is None
 
 
 @pytest.mark.parametrize(
