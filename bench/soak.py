@@ -263,7 +263,7 @@ class SoakProvider(ScriptProvider):
     expected_usage: domain.TokenUsage | None = field(default=None, init=False)
 
     def start_stream(self, config: StreamConfig, context: StreamContext) -> AsyncIterator[object]:
-        super().start_stream(config, context)
+        self.note_start()
         return SoakStream(self)
 
     def process(self, raw: object) -> domain.ProcessedChunk:

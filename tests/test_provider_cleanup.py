@@ -30,6 +30,7 @@ from cordstream.domain import (
 )
 from cordstream.shell import StreamConfig, StreamContext, StreamResult
 from cordstream.shell.orchestrator import CLOSE_GRACE, CLOSE_TIMEOUT
+from cordstream.shell.testing import ScriptProvider
 from tests.stage import Stage, other_tasks, stage
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.looptime]
@@ -60,24 +61,25 @@ class Probe:
     cancelling_in_aclose: list[int] = field(default_factory=list)
 
 
-@dataclass
-class GenProvider:
-    """A provider whose `start_stream` returns what `make(probe)` builds."""
+class GenProvider(ScriptProvider):
+    """The test kit's scripted provider, whose stream is what `make(probe)` builds: a
+    generator with its own way of meeting cordstream's cancellation (the kit records the
+    calls; `probe` what the generator itself saw)."""
 
-    make: Callable[[Probe], AsyncIterator[object]]
-    name: str = "gen"
-    probe: Probe = field(default_factory=Probe)
-    starts: int = 0
+    def __init__(
+        self, make: Callable[[Probe], AsyncIterator[object]], probe: Probe | None = None
+    ) -> None:
+        super().__init__([], name="gen")
+        self.make = make
+        self.probe = probe if probe is not None else Probe()
+
+    @property
+    def starts(self) -> int:
+        return self.calls.count("start")
 
     def start_stream(self, config: StreamConfig, context: StreamContext) -> AsyncIterator[object]:
-        self.starts += 1
+        self.note_start()
         return self.make(self.probe)
-
-    def process_chunk(self, raw: object) -> ProcessedChunk:
-        return raw  # type: ignore[return-value]  # the scripts yield chunks
-
-    def describe_error(self, error: ProviderError, locale: str) -> str | None:
-        return None
 
 
 async def hang() -> None:
@@ -704,14 +706,18 @@ async def test_A_the_caller_timeout_firing_after_the_result_still_finds_a_clean_
 # -- KeyboardInterrupt and SystemExit ----------------------------------------------------------
 
 
-@dataclass
-class Fatal:
-    error: type[BaseException]
-    where: str
-    probe: Probe = field(default_factory=Probe)
-    name: str = "fatal"
+class Fatal(ScriptProvider):
+    """The kit's scripted provider raising `error` (KeyboardInterrupt, SystemExit) `where`:
+    at the start, in a read or in `aclose()`."""
+
+    def __init__(self, error: type[BaseException], where: str) -> None:
+        super().__init__([], name="fatal")
+        self.error = error
+        self.where = where
+        self.probe = Probe()
 
     def start_stream(self, config: StreamConfig, context: StreamContext) -> AsyncIterator[object]:
+        self.note_start()
         if self.where == "start":
             raise self.error
         probe, where, error = self.probe, self.where, self.error

@@ -115,9 +115,13 @@ class ScriptProvider:
         return self.closed_at is not None
 
     def start_stream(self, config: StreamConfig, context: StreamContext) -> AsyncIterator[object]:
+        self.note_start()
+        return ScriptStream(self)
+
+    def note_start(self) -> None:
+        """Record a start: for a subclass whose `start_stream` builds a stream of its own."""
         self.started_at = self.last_chunk_at = _now()
         self.calls.append("start")
-        return ScriptStream(self)
 
     def process_chunk(self, raw: object) -> ProcessedChunk:
         self.calls.append("process")
