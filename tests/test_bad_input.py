@@ -67,7 +67,6 @@ import random
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Final, TypeVar, cast
 
@@ -76,6 +75,7 @@ import pytest
 from cordstream import domain
 from cordstream.domain.embeds import EmbedSpec, exception_embed, provider_error_embed
 from cordstream.shell import StreamConfig
+from cordstream.shell.testing import Raw
 from cordstream.shell.testing.emulator import SentMessage
 from tests.answers import as_written
 from tests.bad_inputs import (
@@ -282,21 +282,6 @@ GARBAGE: Final[dict[str, Callable[[], object]]] = {
 }
 
 
-@dataclass(frozen=True)
-class Raw:
-    """A step whose `process_chunk` result is `value` (any value, a str included)."""
-
-    value: object
-
-
-class Unwrapping(ScriptProvider):
-    """`process_chunk` returns what a `Raw` step holds; other steps as `ScriptProvider`."""
-
-    def process_chunk(self, raw: object) -> domain.ProcessedChunk:
-        self.calls.append("process")
-        return raw.value if isinstance(raw, Raw) else raw  # type: ignore[return-value]
-
-
 def _fed(chunk: object, pending: str = "pending") -> Driver:
     """The core, started and fed "Line\n", `pending`, then `chunk`."""
     driver = Driver(SMALL)
@@ -349,7 +334,7 @@ async def test_B13_shell_garbage_from_process_chunk_is_an_error_result_pending_n
 ) -> None:
     garbage = GARBAGE[kind]()
     async with stage() as s:
-        provider = Unwrapping(["Line\n", "pending", Raw(garbage), "never"])
+        provider = ScriptProvider(["Line\n", "pending", Raw(garbage), "never"])
         result = await _shell_error_after_line(s, provider)
         assert isinstance(result.data, TypeError)
         assert type(garbage).__name__ in str(result.data)
