@@ -9,7 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cordstream.domain.catalogue import DEFAULT_CATALOGUE, ENGLISH, CatalogueText
+from cordstream.domain.catalogue import (
+    DEFAULT_CATALOGUE,
+    ENGLISH,
+    Catalogue,
+    CatalogueText,
+    MessageKey,
+)
 from cordstream.domain.chunks import ErrorKind, ProviderError
 from cordstream.domain.embeds import (
     DESCRIPTION_LIMIT,
@@ -499,3 +505,20 @@ def test_F3_flush_limit_embed_is_a_warning() -> None:
 
 def test_F3_flush_limit_embed_says_the_cap_was_hit() -> None:
     assert "maximum number of messages" in flush_limit_embed().description
+
+
+def test_G2_json_body_after_leading_whitespace_is_parsed() -> None:
+    original = SimpleNamespace(body='\n  {"error": {"message": "spaced out"}}')
+    assert error_detail(_error(original=original)) == "spaced out"
+
+
+class _RaisingCatalogue(Catalogue):
+    """A custom catalogue that breaks on every lookup."""
+
+    def text(self, locale: str, key: MessageKey, **fields: str) -> str:
+        raise RuntimeError("broken catalogue")
+
+
+def test_G6_a_broken_catalogue_still_gives_the_english_exception_embed() -> None:
+    embed = exception_embed(ValueError("x"), catalogue=_RaisingCatalogue())
+    assert embed == EmbedSpec(ENGLISH["exception.title"], ENGLISH["exception.description"], "error")

@@ -726,6 +726,10 @@ def test_B13_the_error_names_the_type_process_chunk_returned(garbage: object, na
         (lambda: FunctionCall("f", {}, id=5), "FunctionCall: id must be str"),  # type: ignore[arg-type]
         (lambda: Thought("raw", 5), "Thought: content must be str"),  # type: ignore[arg-type]
         (lambda: Thought("other", "x"), "Thought: unknown kind 'other'"),  # type: ignore[arg-type]
+        (
+            lambda: ProviderError("bogus", "m"),  # type: ignore[arg-type]
+            "ProviderError: unknown kind 'bogus'",
+        ),
     ],
 )
 def test_B13_a_chunk_built_with_a_bad_field_names_the_type_it_got(

@@ -1165,3 +1165,33 @@ def test_E6_punctuation_after_a_full_table_takes_a_row_with_it() -> None:
             _, result = run(table + ending, config=config, size=size)
             assert not any(set(m) <= set(":).\n ") for m in result.messages), result.messages
             assert result.messages[-1].endswith(last_row.strip() + "\n:)\n...")
+
+
+def test_E3_a_code_line_that_fills_a_continued_piece_exactly_adds_no_blank_line() -> None:
+    """The last part of a long code line that is exactly as long as a continued piece has
+    room for stays the piece's body: the closing fence follows it directly."""
+    line = "x" * 189  # with its newline: exactly the room after "```py\n", before "\n```"
+    for size in (1, 7, 1000):
+        config = StreamConfig(max_message_length=200)
+        _, result = run(f"```py\nfirst line\n{line}\n```", config=config, size=size)
+        assert result.messages == ("```py\nfirst line\n```", f"```py\n{line}\n```")
+
+
+def test_E8_a_closer_that_would_pass_the_limit_is_left_out() -> None:
+    """An answer that ends with an open marker in a full piece: the closer does not fit, so
+    the message is sent as written rather than longer than the limit."""
+    for text in ("**" + "a" * 198, "word **" + "a" * 193, "x\n**" + "a" * 198):
+        _, result = run(text, config=StreamConfig(max_message_length=200), size=7)
+        assert all(len(m) <= 200 for m in result.messages), [len(m) for m in result.messages]
+        assert result.messages[-1] == text.split("\n")[-1]
+
+
+def test_E4_a_think_tag_in_inline_code_cut_by_the_overflow_stays_text() -> None:
+    """A line longer than a message is cut (E2); an inline code span opened before the cut
+    still holds the `<think>` after it, which is code to show, not reasoning to hide."""
+    for closing in (" `", ""):
+        text = "a" * 50 + " `code " + "b " * 100 + "<think>t</think> end" + closing + "\n"
+        _, result = run(text, config=StreamConfig(max_message_length=200), size=7)
+        assert "<think>t</think>" in result.accumulated_text
+        assert result.thought_log is not None
+        assert result.thought_log.raw is None
