@@ -1195,3 +1195,15 @@ def test_E4_a_think_tag_in_inline_code_cut_by_the_overflow_stays_text() -> None:
         assert "<think>t</think>" in result.accumulated_text
         assert result.thought_log is not None
         assert result.thought_log.raw is None
+
+
+def test_E6_steal_moves_as_little_as_makes_both_fit() -> None:
+    """A full prose piece gives punctuation after it the least that makes both fit: here
+    exactly its last character (the cut falls on the least that must move)."""
+    body = "abc" + " " * 196
+    assert segments._steal(body, "...", 200) == ("ab", "c" + " " * 196 + "...")
+
+
+def test_E6_steal_cuts_after_a_newline_when_one_is_in_reach() -> None:
+    body = "a\nb" + " " * 195
+    assert segments._steal(body, "...", 200) == ("a\n", "b" + " " * 195 + "...")
