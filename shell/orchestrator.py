@@ -380,19 +380,20 @@ class _Stream:
         """Pull chunks until the core wants no more (B5, B6, B7, B13); in the provider's task."""
         provider, context = self.provider, self.context
         progress = context.on_stream_progress
+        feed, now = self.feed, self.loop.time  # once per chunk each
         while self.wants_chunks():
             self.reading = True
             try:
                 raw = await anext(iterator)
             except StopAsyncIteration:
-                self.feed(ProviderEnded(self.loop.time()))
+                feed(ProviderEnded(now()))
                 return
             except _FATAL:
                 raise
             except BaseException as error:
                 # B13: whatever the provider raises, a CancelledError of its own included.
                 # After `interrupt` the core no longer reads, and ignores it.
-                self.feed(ProviderCrashed(self.loop.time(), error))
+                feed(ProviderCrashed(now(), error))
                 return
             finally:
                 self.reading = False
@@ -418,15 +419,16 @@ class _Stream:
                 raise
             except BaseException as error:
                 # B13. Synchronous code cannot be cancelled: a CancelledError here is a fault.
-                self.feed(ProviderCrashed(self.loop.time(), error))
+                feed(ProviderCrashed(now(), error))
                 return
-            self.feed(ChunkArrived(self.loop.time(), chunk, headline))
+            feed(ChunkArrived(now(), chunk, headline))
             if self.registry_changed:  # B5: a stop raised while this chunk was handled
                 self.check_registry()
 
     def wants_chunks(self) -> bool:
-        # A call, not the property inline: feeding events changes it between two reads.
-        return self.result is None and not self.broken and self.state.wants_chunks
+        # A call, not a value kept: feeding events changes it between two reads. The phase is
+        # read directly (what `StreamState.wants_chunks` says): twice per chunk, one frame less.
+        return self.result is None and not self.broken and self.state.core.phase == "streaming"
 
     def headline(self, chunk: ErrorChunk) -> str | None:
         assert chunk.error is not None
