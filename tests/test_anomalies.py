@@ -12,24 +12,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cordstream.domain import StopRequest, StreamConfig, StreamState, TextChunk, initial_state, step
-from cordstream.domain.events import (
-    ChunkArrived,
-    Delivered,
-    DiscordFailure,
-    PauseOver,
-    ProviderCrashed,
-    ProviderEnded,
-    Rejected,
-    Started,
-    StopRequested,
-    TimerFired,
+from cordstream.domain import (
+    StopRequest,
+    StreamConfig,
+    StreamState,
+    TextChunk,
+    events,
+    initial_state,
+    step,
 )
 from tests.answers import answers, chunkings
 from tests.driver import Driver
 from tests.fuzz import examples
 
-FAILURE = DiscordFailure(500, 500, RuntimeError("HTTP 500"))
+FAILURE = events.DiscordFailure(500, 500, RuntimeError("HTTP 500"))
 
 
 def ready() -> Driver:
@@ -45,7 +41,7 @@ def streaming() -> Driver:
 
 def ending() -> Driver:
     driver = streaming()
-    driver.feed(ProviderEnded(driver.now))  # message 1 still in flight
+    driver.feed(events.ProviderEnded(driver.now))  # message 1 still in flight
     assert driver.state.phase == "ending"
     return driver
 
@@ -58,29 +54,29 @@ def unchanged_but_recorded(before: StreamState, after: StreamState) -> bool:
 Case = tuple[str, Callable[[Driver], object]]  # a phase, and the event to feed in it
 
 IMPOSSIBLE: list[Case] = [
-    ("ready", lambda d: ChunkArrived(d.now, TextChunk("x"))),
-    ("ready", lambda d: ProviderEnded(d.now)),
-    ("ready", lambda d: ProviderCrashed(d.now, RuntimeError("x"))),
-    ("ready", lambda d: StopRequested(d.now, StopRequest("stop", "user-1"))),
-    ("ready", lambda d: TimerFired(d.now, 30.0)),
-    ("ready", lambda d: PauseOver(d.now, 1)),
-    ("ready", lambda d: Delivered(d.now, 1)),
-    ("ready", lambda d: Rejected(d.now, 1, FAILURE)),
-    ("streaming", lambda d: Started(d.now)),
-    ("streaming", lambda d: Delivered(d.now, 7)),
-    ("streaming", lambda d: Rejected(d.now, 7, FAILURE)),
-    ("streaming", lambda d: PauseOver(d.now, 7)),
-    ("ending", lambda d: Started(d.now)),
-    ("ending", lambda d: ChunkArrived(d.now, TextChunk("more"))),
-    ("ending", lambda d: Delivered(d.now, 2)),
+    ("ready", lambda d: events.ChunkArrived(d.now, TextChunk("x"))),
+    ("ready", lambda d: events.ProviderEnded(d.now)),
+    ("ready", lambda d: events.ProviderCrashed(d.now, RuntimeError("x"))),
+    ("ready", lambda d: events.StopRequested(d.now, StopRequest("stop", "user-1"))),
+    ("ready", lambda d: events.TimerFired(d.now, 30.0)),
+    ("ready", lambda d: events.PauseOver(d.now, 1)),
+    ("ready", lambda d: events.Delivered(d.now, 1)),
+    ("ready", lambda d: events.Rejected(d.now, 1, FAILURE)),
+    ("streaming", lambda d: events.Started(d.now)),
+    ("streaming", lambda d: events.Delivered(d.now, 7)),
+    ("streaming", lambda d: events.Rejected(d.now, 7, FAILURE)),
+    ("streaming", lambda d: events.PauseOver(d.now, 7)),
+    ("ending", lambda d: events.Started(d.now)),
+    ("ending", lambda d: events.ChunkArrived(d.now, TextChunk("more"))),
+    ("ending", lambda d: events.Delivered(d.now, 2)),
     ("ending", lambda d: object()),  # not an event at all
 ]
 LEGITIMATE: list[Case] = [
-    ("streaming", lambda d: TimerFired(d.now, -1.0)),  # an earlier arming
-    ("ending", lambda d: ProviderEnded(d.now)),  # the provider ended as the stream did
-    ("ending", lambda d: ProviderCrashed(d.now, RuntimeError("x"))),  # or the last resort
-    ("ending", lambda d: TimerFired(d.now, d.armed or 0.0)),  # the timer outlived streaming
-    ("ending", lambda d: TimerFired(d.now, -1.0)),
+    ("streaming", lambda d: events.TimerFired(d.now, -1.0)),  # an earlier arming
+    ("ending", lambda d: events.ProviderEnded(d.now)),  # the provider ended as the stream did
+    ("ending", lambda d: events.ProviderCrashed(d.now, RuntimeError("x"))),  # or the last resort
+    ("ending", lambda d: events.TimerFired(d.now, d.armed or 0.0)),  # the timer outlived streaming
+    ("ending", lambda d: events.TimerFired(d.now, -1.0)),
 ]
 SETUPS = {"ready": ready, "streaming": streaming, "ending": ending}
 
@@ -112,7 +108,7 @@ def test_B1_a_late_event_is_a_no_op_without_a_record(case: Case) -> None:
     driver = SETUPS[phase]()
     before = driver.state
     event = make(driver)
-    assert isinstance(event, TimerFired | ProviderEnded | ProviderCrashed)
+    assert isinstance(event, events.TimerFired | events.ProviderEnded | events.ProviderCrashed)
     after, effects = step(before, event)
     assert (after, effects) == (before, ())
 
@@ -129,30 +125,30 @@ def test_B1_a_pause_a_stop_ended_early_may_still_report() -> None:
     assert driver.pending_send is not None
     assert driver.state.phase == "ending"
     before = driver.state
-    assert step(before, PauseOver(driver.now, pause.token)) == (before, ())
+    assert step(before, events.PauseOver(driver.now, pause.token)) == (before, ())
     result = driver.settle()
     assert result.status == "stopped_by_user"
-    assert step(driver.state, PauseOver(driver.now, pause.token)) == (driver.state, ())
+    assert step(driver.state, events.PauseOver(driver.now, pause.token)) == (driver.state, ())
 
 
 def test_B1_the_result_lists_the_anomalies() -> None:
     driver = ending()
     driver.anomalies_fed = 2
-    driver.feed(Delivered(driver.now, 5))
+    driver.feed(events.Delivered(driver.now, 5))
     driver.chunk(TextChunk("late"))
     result = driver.settle()
     assert result.status == "completed"
     assert result.messages == ("Hello", "wor")  # the bogus events changed nothing
     assert len(result.anomalies) == 2
-    assert result.anomalies[0].startswith("Delivered for request 5 (in flight: 1)")
-    assert result.anomalies[1] == "ChunkArrived in phase ending"
+    assert result.anomalies[0].startswith("events.Delivered for request 5 (in flight: 1)")
+    assert result.anomalies[1] == "events.ChunkArrived in phase ending"
 
 
 def test_B1_after_the_result_nothing_is_recorded() -> None:
     driver = ending()
     result = driver.settle()
     state = driver.state
-    for event in (Delivered(driver.now, 9), ChunkArrived(driver.now, TextChunk("x"))):
+    for event in (events.Delivered(driver.now, 9), events.ChunkArrived(driver.now, TextChunk("x"))):
         assert step(state, event) == (state, ())
     assert result.anomalies == ()
 
@@ -184,7 +180,7 @@ def test_B1_a_correct_driver_causes_no_anomaly(
         elif data.draw(st.integers(0, 9)) == 0:
             driver.request(StopRequest(data.draw(st.sampled_from(("stop", "follow_up"))), "u"))
     if driver.state.wants_chunks:
-        driver.feed(ProviderEnded(driver.now))
+        driver.feed(events.ProviderEnded(driver.now))
     result = driver.settle()
     assert result.anomalies == ()
     assert driver.state.core.anomalies == ()
