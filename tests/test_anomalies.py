@@ -140,8 +140,8 @@ def test_B1_the_result_lists_the_anomalies() -> None:
     assert result.status == "completed"
     assert result.messages == ("Hello", "wor")  # the bogus events changed nothing
     assert len(result.anomalies) == 2
-    assert result.anomalies[0].startswith("events.Delivered for request 5 (in flight: 1)")
-    assert result.anomalies[1] == "events.ChunkArrived in phase ending"
+    assert result.anomalies[0].startswith("Delivered for request 5 (in flight: 1)")
+    assert result.anomalies[1] == "ChunkArrived in phase ending"
 
 
 def test_B1_after_the_result_nothing_is_recorded() -> None:
