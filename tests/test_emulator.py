@@ -282,6 +282,26 @@ async def test_editing_others_or_missing_messages_fails() -> None:
 
 
 @pytest.mark.asyncio
+async def test_a_message_a_moderator_deleted_is_gone_and_cannot_be_edited() -> None:
+    async with local_discord() as (emulator, _, channel):
+        first = await channel.send("first", allowed_mentions=NONE)
+        live = await channel.send("live ▌", allowed_mentions=NONE)
+        removed = emulator.delete_message(live.id)
+        assert removed is not None
+        assert removed.content == "live ▌"
+        assert [m.content for m in emulator.messages()] == ["first"]
+        assert emulator.text() == "first"
+        with pytest.raises(discord.NotFound) as missing:
+            await live.edit(content="live, more ▌")
+        assert missing.value.code == 10008
+        assert emulator.delete_message(emulator.post_user_message("a user's")) is None
+        with pytest.raises(KeyError):
+            emulator.delete_message(live.id)  # already gone
+        await first.edit(content="first, edited")  # the others are untouched
+        assert emulator.text() == "first, edited"
+
+
+@pytest.mark.asyncio
 async def test_typing_is_a_204() -> None:
     async with local_discord() as (emulator, _, channel):
         await channel.typing()

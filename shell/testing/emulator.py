@@ -561,6 +561,21 @@ class DiscordEmulator:
         (10003). Its transcript stays readable."""
         self._channel(channel_id).deleted = True
 
+    def delete_message(
+        self, message_id: int, *, channel_id: int | None = None
+    ) -> SentMessage | None:
+        """A moderator deletes a message: it leaves the channel (its transcript, and so
+        `text()`), and every later request about it gets 404 Unknown Message (10008), as an
+        edit of a deleted live message does (SPEC L9). Returns the transcript entry it was, or
+        None for a message that was not in the transcript (a user's). KeyError if unknown."""
+        channel = self._channel(self.channel_id if channel_id is None else channel_id)
+        if channel.wire.pop(message_id, None) is None:
+            raise KeyError(f"no message {message_id} in channel {channel.id}")
+        for index, sent in enumerate(channel.transcript):
+            if sent.id == message_id:
+                return channel.transcript.pop(index)
+        return None
+
     def post_user_message(
         self, content: str, *, channel_id: int | None = None, author_id: int | None = None
     ) -> int:
