@@ -299,6 +299,10 @@ async def test_a_message_a_moderator_deleted_is_gone_and_cannot_be_edited() -> N
             emulator.delete_message(live.id)  # already gone
         await first.edit(content="first, edited")  # the others are untouched
         assert emulator.text() == "first, edited"
+        with pytest.raises(discord.HTTPException) as too_long:
+            await first.edit(content="x" * 2001)  # an edit's content has a send's limit
+        assert (too_long.value.status, too_long.value.code) == (400, 50035)
+        assert emulator.text() == "first, edited"
 
 
 @pytest.mark.asyncio
