@@ -610,6 +610,12 @@ class _Work:
             if not is_boundary(tail, end):
                 continue  # a mark on the space after it (E7): not a place to cut
             if EVEN.plus(tail[start:end]).closed:
+                # What waited (up to the overflow size) and the chunk that ended the sentence
+                # can make it longer than a message: cut it to size first (E7).
+                while end - start > self.seg.max_len:
+                    cut = _best_cut(tail, start, self.seg.max_len)
+                    self.finish(Piece(tail[start:cut]))
+                    start = cut
                 self.finish(Piece(tail[start:end]))
                 start = end
         return tail[start:]

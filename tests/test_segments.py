@@ -137,6 +137,16 @@ def test_E1_degree_3_cuts_at_sentence_ends() -> None:
     assert pieces.flush() == ["And"]
 
 
+def test_E1_E7_degree_3_a_sentence_longer_than_a_message_is_cut_to_size() -> None:
+    # What waits stays under the overflow size; the chunk that ends the sentence takes it past
+    # a message. The sentence end must not make a piece longer than a message (E7).
+    pieces = Pieces(max_len=20, sentences=True)
+    assert pieces.feed("a" * 15) == []
+    out = pieces.feed(" and more words. Next")
+    assert out == ["a" * 15 + " and ", "more words. "]
+    assert pieces.flush() == ["Next"]
+
+
 def test_E1_degree_3_does_not_cut_after_an_abbreviation() -> None:
     pieces = Pieces(sentences=True)
     assert pieces.feed("Dr. Smith arrived, e.g. at noon. Then") == [

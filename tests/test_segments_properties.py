@@ -197,3 +197,23 @@ def test_E6_pieces_that_share_a_message_show_the_text_as_written(
     answer, chunks, max_len, sentences, one_each = case
     messages = pack(segment(chunks, max_len, sentences), max_len, one_each=one_each)
     as_written(messages, answer.visible, closers=True)
+
+
+@_SETTINGS
+@given(
+    st.sampled_from(("a", "word ", "漢", "👍🏽", "e\u0301")),
+    st.integers(1, 400),
+    st.integers(1, 300),
+    st.sampled_from((20, 200, 333)),
+)
+def test_E1_E7_a_sentence_end_after_a_long_wait_never_makes_a_piece_too_long(
+    unit: str, run: int, sentence: int, max_len: int
+) -> None:
+    # Degree 3 cuts at a sentence end that a chunk brings after up to the overflow size of
+    # text that waited: that sentence can be longer than a message (found by the shell
+    # machine: a 218-character piece at max_len 200).
+    waited = unit * run
+    chunks = [waited, " " + "w" * sentence + ". Next"]
+    pieces = segment(chunks, max_len, sentences=True)
+    assert all(len(piece.text.rstrip()) <= max_len for piece in pieces)
+    assert "".join(piece.text for piece in pieces) == "".join(chunks)
