@@ -9,7 +9,7 @@ import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Self, TypeVar
+from typing import Final, Literal, Self, TypeAlias, TypeVar, get_args
 
 from returns.result import Failure, Result, Success
 
@@ -17,6 +17,9 @@ DISCORD_MESSAGE_LIMIT = 2000
 # Room for a re-opened code fence and its closer around at least a few lines of code (E3).
 MIN_MESSAGE_LENGTH = 200
 HUMANIZER_DEGREES = (0, 1, 2, 3)
+Delivery: TypeAlias = Literal["live", "messages"]
+DELIVERIES: Final[tuple[Delivery, ...]] = get_args(Delivery)
+CURSOR_MAX: Final = 8  # the longest streaming cursor (L4)
 
 
 def _is_int(value: object) -> bool:
@@ -31,7 +34,11 @@ class StreamConfig:
     - `send_message_limit`: messages per stream before the internal stop (F3); 0 = no limit.
     - `flush_limit`: hard cap on messages per stream, with a warning embed (F3); 0 = none.
     - `max_message_length`: longest message sent, in code points (E7), 200..2000.
-    - `humanizer_degree`: 0..3 (E9).
+    - `humanizer_degree`: 0..3 (E9); messages delivery only (L11).
+    - `delivery`: `"live"` (one message edited as the answer grows, SPEC L) or `"messages"`
+      (a new message per piece, as the reference does, E9).
+    - `cursor`: what a live message ends with while it streams (L4), at most `CURSOR_MAX`
+      characters and no letters or digits; `""` for none.
     """
 
     inactivity_timeout: float = 120.0
@@ -39,6 +46,8 @@ class StreamConfig:
     flush_limit: int = 40
     max_message_length: int = 1950
     humanizer_degree: int = 1
+    delivery: Delivery = "messages"
+    cursor: str = " \u258c"
 
     def __post_init__(self) -> None:
         problem = _problem(self)
@@ -51,7 +60,7 @@ class StreamConfig:
 
         `INACTIVITY_TIMEOUT_MS` (milliseconds), `CORDSTREAM_SEND_MESSAGE_LIMIT`,
         `CORDSTREAM_FLUSH_LIMIT`, `CORDSTREAM_MAX_MESSAGE_LENGTH`,
-        `CORDSTREAM_HUMANIZER_DEGREE`; unset or empty (blank) variables keep the defaults. The
+        `CORDSTREAM_HUMANIZER_DEGREE`, `CORDSTREAM_DELIVERY` (`live` or `messages`); unset or empty (blank) variables keep the defaults. The
         error names the variable, what it must be, in its own unit, and the value as given:
         `INACTIVITY_TIMEOUT_MS must be a positive number of milliseconds, got '-5'`.
         """
@@ -74,7 +83,7 @@ def parse_env(
     `kind` is the class to build (`cordstream.shell.StreamConfig` re-exports this one with a
     zero-argument `from_env()` that reads the process environment).
     """
-    values: dict[str, float | int] = {}
+    values: dict[str, float | int | str] = {}
     for variable in _ENV_VARIABLES:
         given = environ.get(variable.name, "")
         if not given.strip():
@@ -119,7 +128,7 @@ class _Variable:
     name: str
     field: str
     rule: str  # what a good value is, in the variable's own unit
-    read: Callable[[str], float | int | None]  # the field's value, or None when it is bad
+    read: Callable[[str], float | int | str | None]  # the field's value, or None when bad
 
 
 _ENV_VARIABLES: tuple[_Variable, ...] = (
@@ -153,6 +162,12 @@ _ENV_VARIABLES: tuple[_Variable, ...] = (
         "a humanizer degree from 0 to 3",
         _whole(min(HUMANIZER_DEGREES), max(HUMANIZER_DEGREES)),
     ),
+    _Variable(
+        "CORDSTREAM_DELIVERY",
+        "delivery",
+        "one of " + ", ".join(DELIVERIES),
+        lambda text: text.lower() if text.lower() in DELIVERIES else None,
+    ),
 )
 
 
@@ -174,4 +189,11 @@ def _problem(config: StreamConfig) -> str | None:
         )
     if not _is_int(config.humanizer_degree) or config.humanizer_degree not in HUMANIZER_DEGREES:
         return f"humanizer_degree must be 0, 1, 2 or 3, got {config.humanizer_degree!r}"
+    if config.delivery not in DELIVERIES:
+        return f"delivery must be 'live' or 'messages', got {config.delivery!r}"
+    cursor = config.cursor
+    if not isinstance(cursor, str) or len(cursor) > CURSOR_MAX:
+        return f"cursor must be a str of at most {CURSOR_MAX} characters, got {cursor!r}"
+    if any(char.isalnum() for char in cursor) or (cursor and not cursor.strip()):
+        return f"cursor must hold no letters or digits and more than whitespace, got {cursor!r}"
     return None
