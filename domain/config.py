@@ -60,8 +60,9 @@ class StreamConfig:
 
         `INACTIVITY_TIMEOUT_MS` (milliseconds), `CORDSTREAM_SEND_MESSAGE_LIMIT`,
         `CORDSTREAM_FLUSH_LIMIT`, `CORDSTREAM_MAX_MESSAGE_LENGTH`,
-        `CORDSTREAM_HUMANIZER_DEGREE`, `CORDSTREAM_DELIVERY` (`live` or `messages`); unset or empty (blank) variables keep the defaults. The
-        error names the variable, what it must be, in its own unit, and the value as given:
+        `CORDSTREAM_HUMANIZER_DEGREE`, `CORDSTREAM_DELIVERY` (`live` or `messages`); unset or
+        empty (blank) variables keep the defaults. The error names the variable, what it must
+        be, in its own unit, and the value as given:
         `INACTIVITY_TIMEOUT_MS must be a positive number of milliseconds, got '-5'`.
         """
         parsed = parse_env(environ, cls)
