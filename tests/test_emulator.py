@@ -25,6 +25,7 @@ from cordstream.shell.testing.emulator import (
     MISSING_ACCESS,
     MISSING_PERMISSIONS,
     UNKNOWN_CHANNEL,
+    Change,
     Delay,
     DiscordEmulator,
     Drop,
@@ -303,6 +304,44 @@ async def test_a_message_a_moderator_deleted_is_gone_and_cannot_be_edited() -> N
             await first.edit(content="x" * 2001)  # an edit's content has a send's limit
         assert (too_long.value.status, too_long.value.code) == (400, 50035)
         assert emulator.text() == "first, edited"
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_the_history_is_every_accepted_change_with_its_loop_time() -> None:
+    async with local_discord() as local:
+        emulator, channel = local.api, local.channel
+        other = await local.add_channel("other")
+        heard: list[Change] = []
+        stop_hearing = emulator.on_change(heard.append)
+        start = now()
+        first = await channel.send("one", allowed_mentions=NONE)
+        await asyncio.sleep(1.0)
+        emulator.inject(Delay(0.5), route="edit")  # accepted, and stamped, when it answers
+        first = await first.edit(content="one, two")
+        with pytest.raises(discord.HTTPException):
+            await first.edit(content="x" * 2001)  # refused: no change
+        emulator.inject(MISSING_PERMISSIONS, route="send")
+        with pytest.raises(discord.Forbidden):
+            await channel.send("refused")
+        embed = await other.send(embed=discord.Embed(title="note"))
+        await asyncio.sleep(1.0)
+        emulator.delete_message(first.id)
+        stop_hearing()
+        last = await channel.send("after")
+        history = emulator.history()
+        assert [(c.kind, c.message_id, c.content, c.at - start) for c in history] == [
+            ("create", first.id, "one", 0.0),
+            ("edit", first.id, "one, two", pytest.approx(1.5)),
+            ("delete", first.id, "one, two", pytest.approx(2.5)),  # what it showed till then
+            ("create", last.id, "after", pytest.approx(2.5)),
+        ]
+        assert {c.channel_id for c in history} == {channel.id}
+        assert history[-1].at == emulator.messages()[-1].at  # the transcript's stamp
+        (note,) = emulator.history(other.id)
+        assert (note.kind, note.message_id, note.content) == ("create", embed.id, "")
+        assert note.embeds[0]["title"] == "note"
+        assert heard == [history[0], history[1], note, history[2]]  # every channel, in order
 
 
 @pytest.mark.asyncio
@@ -650,6 +689,21 @@ async def raw_send(
         return Raw(response.status, response.headers, body)
 
 
+async def raw_edit(
+    emulator: DiscordEmulator,
+    session: aiohttp.ClientSession,
+    channel_id: int,
+    message_id: int,
+    content: str,
+) -> Raw:
+    """A message edit (PATCH) without discord.py: the emulator's raw answer."""
+    url = f"{emulator.base_url}/channels/{channel_id}/messages/{message_id}"
+    auth = {"Authorization": f"Bot {emulator.token}"}
+    async with session.patch(url, json={"content": content}, headers=auth) as response:
+        body = await response.json() if response.content_type == "application/json" else None
+        return Raw(response.status, response.headers, body)
+
+
 @pytest.mark.asyncio
 @pytest.mark.looptime
 async def test_rate_limits_are_off_by_default() -> None:
@@ -811,6 +865,55 @@ async def test_edits_have_their_own_bucket() -> None:
         assert now() - start == pytest.approx(5.0)
         assert emulator.messages()[0].content == "v3"
         assert emulator.messages()[0].edits == 3
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_an_edit_over_its_bucket_is_a_429_with_retry_after_and_headers() -> None:
+    edits_only = RateLimits(send=None, typing=None, global_limit=None)
+    async with (
+        DiscordEmulator(rate_limits=edits_only) as emulator,
+        aiohttp.ClientSession() as session,
+    ):
+        sent = await raw_send(emulator, session, emulator.channel_id, "v0")
+        message_id = int(sent.body["id"])
+        start = now()
+        answers = [
+            await raw_edit(emulator, session, emulator.channel_id, message_id, f"v{n}")
+            for n in range(1, 6)
+        ]
+        assert [a.status for a in answers] == [200] * 5
+        assert [a.headers["X-RateLimit-Remaining"] for a in answers] == ["4", "3", "2", "1", "0"]
+        assert answers[0].headers["X-RateLimit-Limit"] == "5"
+        assert answers[0].headers["X-RateLimit-Reset-After"] == "5.000"
+        assert answers[0].headers["X-RateLimit-Bucket"] == "emulator-edit"
+        await asyncio.sleep(1.0)
+        refused = await raw_edit(emulator, session, emulator.channel_id, message_id, "v6")
+        assert refused.status == 429
+        assert refused.body == {
+            "message": "You are being rate limited.",
+            "retry_after": 4.0,
+            "global": False,
+            "code": 0,
+        }
+        assert refused.headers["Via"]
+        assert refused.headers["Retry-After"] == "4"
+        assert refused.headers["X-RateLimit-Scope"] == "user"
+        assert refused.headers["X-RateLimit-Limit"] == "5"
+        assert refused.headers["X-RateLimit-Remaining"] == "0"
+        assert refused.headers["X-RateLimit-Reset-After"] == "4.000"
+        assert refused.headers["X-RateLimit-Bucket"] == "emulator-edit"
+        assert "X-RateLimit-Global" not in refused.headers
+        assert emulator.rate_limit_hits == {"edit": 1}
+        assert (emulator.requests[-1].kind, emulator.requests[-1].status) == ("edit", 429)
+        assert emulator.requests[-1].rate_limited == "route"
+        (message,) = emulator.messages()
+        assert (message.content, message.edits) == ("v5", 5)  # the refused edit changed nothing
+        assert [c.content for c in emulator.history()] == ["v0", "v1", "v2", "v3", "v4", "v5"]
+        await asyncio.sleep(start + 5.0 - now())
+        again = await raw_edit(emulator, session, emulator.channel_id, message_id, "v6")
+        assert again.status == 200
+        assert emulator.text() == "v6"
 
 
 def test_limits_are_checked_when_built() -> None:

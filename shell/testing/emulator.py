@@ -14,6 +14,16 @@ bodies), and the typing indicator. Replies are shaped the way discord.py parses 
 
 It records every request (`requests`) and each channel's transcript (`messages()`): the
 messages Discord accepted, with the mentions that would ping according to Discord's rules.
+Each channel also keeps its history (`history()`): every change to what it showed, in order,
+as a `Change(at, kind, message_id, content, channel_id, embeds)` — a message created
+(`"create"`), edited (`"edit"`, with the content after the edit) or deleted by a moderator
+(`"delete"`, with the content it showed until then) — stamped with the event loop's time when
+the request was accepted (the transcript holds only each message's latest content). A refused
+request (a 429, an error, a fault) changes nothing and leaves no entry; a request delayed by
+`Delay` is stamped when its delay is over. `on_message(listener)` calls a listener with each
+accepted message, `on_change(listener)` with each change; both return the function that
+removes the listener.
+
 Faults are injected on demand, first in first out: `inject(fault, route=..., times=...)`.
 A faulted request is not accepted (no transcript entry), except `Delay(...)` without `then`,
 which answers normally after the delay. Every wait is an `asyncio.sleep`, so virtual time
@@ -50,12 +60,12 @@ after a test's setup requests). With them on:
   (`"global"` or `"route"`). Injected `RateLimited` faults are not counted there.
 
 Not implemented: the gateway, attachments (multipart bodies are refused with 400), reactions,
-deletes, threads, stickers, polls, components' behaviour, forwards (message_reference type 1),
-permissions (use the 403 faults), buckets for the routes other than send, edit and typing,
-shared buckets across channels, Cloudflare's invalid-request ban, content trimming, and
-code-block awareness of mentions (a mention inside backticks is counted as a ping, which errs
-on the side of reporting one; so is a ping in a message flagged SUPPRESS_NOTIFICATIONS, or in
-an edit).
+deletes through the API (a moderator's deletion is `delete_message`), threads, stickers, polls,
+components' behaviour, forwards (message_reference type 1), permissions (use the 403 faults),
+buckets for the routes other than send, edit and typing, shared buckets across channels,
+Cloudflare's invalid-request ban, content trimming, and code-block awareness of mentions (a
+mention inside backticks is counted as a ping, which errs on the side of reporting one; so is a
+ping in a message flagged SUPPRESS_NOTIFICATIONS, or in an edit).
 """
 
 from __future__ import annotations
@@ -84,6 +94,8 @@ __all__ = [
     "MISSING_ACCESS",
     "MISSING_PERMISSIONS",
     "UNKNOWN_CHANNEL",
+    "Change",
+    "ChangeKind",
     "Delay",
     "DiscordEmulator",
     "Drop",
@@ -110,6 +122,9 @@ RouteKind = Literal["login", "fetch", "send", "edit", "typing", "other"]
 message), `send`, `edit`, `typing`, or `other` (a route the emulator does not serve)."""
 
 FaultRoute = Literal["login", "fetch", "send", "edit", "typing", "other", "any"]
+
+ChangeKind = Literal["create", "edit", "delete"]
+"""What a `Change` did to a channel: a message created, edited, or deleted by a moderator."""
 
 API_PREFIX: Final = "/api/v10"
 DISCORD_EPOCH_MS: Final = 1_420_070_400_000
@@ -333,6 +348,22 @@ class SentMessage:
     edits: int = 0
 
 
+@dataclass(frozen=True)
+class Change:
+    """One change to what a channel shows, stamped `at` (the event loop's time) when the
+    emulator accepted it: message `message_id` created (`kind="create"`), edited (`"edit"`) or
+    deleted by a moderator (`"delete"`, `delete_message`). `content` and `embeds` are the
+    message's after the change (`""` for a message without content), for a delete what it
+    showed until then. `channel_id` is the channel it happened in."""
+
+    at: float
+    kind: ChangeKind
+    message_id: int
+    content: str
+    channel_id: int
+    embeds: tuple[JSONObject, ...] = ()
+
+
 def would_ping(
     content: str,
     allowed_mentions: Mapping[str, Any] | None,
@@ -372,6 +403,7 @@ class _Channel:
     deleted: bool = False
     wire: dict[int, JSONObject] = field(default_factory=dict)  # every message, by id
     transcript: list[SentMessage] = field(default_factory=list)  # accepted through the API
+    history: list[Change] = field(default_factory=list)  # every change to the transcript
 
 
 @dataclass
@@ -476,6 +508,7 @@ class DiscordEmulator:
         self._faults: list[_Injected] = []
         self._in_flight: set[asyncio.Task[Any]] = set()
         self._listeners: list[Callable[[SentMessage], None]] = []
+        self._change_listeners: list[Callable[[Change], None]] = []
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
         self._routes: tuple[tuple[str, re.Pattern[str], RouteKind, _Handler], ...] = (
@@ -565,15 +598,18 @@ class DiscordEmulator:
         self, message_id: int, *, channel_id: int | None = None
     ) -> SentMessage | None:
         """A moderator deletes a message: it leaves the channel (its transcript, and so
-        `text()`), and every later request about it gets 404 Unknown Message (10008), as an
-        edit of a deleted live message does (SPEC L9). Returns the transcript entry it was, or
-        None for a message that was not in the transcript (a user's). KeyError if unknown."""
+        `text()`; the history records a `"delete"`), and every later request about it gets 404
+        Unknown Message (10008), as an edit of a deleted live message does (SPEC L9). Returns
+        the transcript entry it was, or None for a message that was not in the transcript (a
+        user's). KeyError if unknown."""
         channel = self._channel(self.channel_id if channel_id is None else channel_id)
         if channel.wire.pop(message_id, None) is None:
             raise KeyError(f"no message {message_id} in channel {channel.id}")
         for index, sent in enumerate(channel.transcript):
             if sent.id == message_id:
-                return channel.transcript.pop(index)
+                del channel.transcript[index]
+                self._record(channel, "delete", sent, _loop_time())
+                return sent
         return None
 
     def post_user_message(
@@ -603,6 +639,20 @@ class DiscordEmulator:
         messages without content (a bare embed) skipped — what cordstream reports as
         `accumulated_text` (SPEC F2)."""
         return "\n".join(m.content for m in self.messages(channel_id) if m.content)
+
+    def history(self, channel_id: int | None = None) -> list[Change]:
+        """Every change to what a channel (default: `channel_id`) showed, in the order the
+        emulator accepted them: creates, edits (each with the content it set) and moderators'
+        deletions, each stamped with the loop time (see the module docstring)."""
+        return list(self._channel(self.channel_id if channel_id is None else channel_id).history)
+
+    def on_change(self, listener: Callable[[Change], None]) -> Callable[[], None]:
+        """Call `listener` with each `Change` the moment it is recorded (in any channel: a send
+        or an edit accepted, before the sender gets its answer; a `delete_message`). Returns the
+        function that removes it. Like `on_message`'s, a listener must neither block nor raise
+        (the change would be recorded, the request answered 500)."""
+        self._change_listeners.append(listener)
+        return lambda: self._change_listeners.remove(listener)
 
     def on_message(self, listener: Callable[[SentMessage], None]) -> Callable[[], None]:
         """Call `listener` with each message the moment a channel accepts it (a send, in any
@@ -912,6 +962,7 @@ class DiscordEmulator:
             at=asyncio.get_running_loop().time(),
         )
         channel.transcript.append(sent)
+        self._record(channel, "create", sent, sent.at)
         for listener in list(self._listeners):
             listener(sent)
         return _json_response(200, wire)
@@ -947,7 +998,7 @@ class DiscordEmulator:
             flags=flags,
             edited_timestamp=datetime.now(UTC).isoformat(),
         )
-        channel.transcript[index] = replace(
+        edited = channel.transcript[index] = replace(
             old,
             content=content,
             embeds=embeds,
@@ -956,9 +1007,16 @@ class DiscordEmulator:
             flags=flags,
             edits=old.edits + 1,
         )
+        self._record(channel, "edit", edited, asyncio.get_running_loop().time())
         return _json_response(200, wire)
 
     # ---- helpers -------------------------------------------------------------------------------
+
+    def _record(self, channel: _Channel, kind: ChangeKind, message: SentMessage, at: float) -> None:
+        change = Change(at, kind, message.id, message.content, channel.id, message.embeds)
+        channel.history.append(change)
+        for listener in list(self._change_listeners):
+            listener(change)
 
     def _snowflake(self) -> int:
         now = ((int(time.time() * 1000) - DISCORD_EPOCH_MS) << 22) | (1 << 17)
@@ -1062,6 +1120,15 @@ class DiscordEmulator:
         }
         _set_mentions(wire, pings)
         return wire
+
+
+def _loop_time() -> float:
+    """The running event loop's time; `time.monotonic()` (the default loop's clock) outside
+    one."""
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:
+        return time.monotonic()
 
 
 def _open(window: _Window | None, limit: Limit, now: float) -> _Window:
