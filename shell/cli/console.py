@@ -2,7 +2,8 @@
 
 - `local_channel`: the Discord emulator on 127.0.0.1 with a real `discord.Client` logged into
   it and a user's question posted, printing a line for each message the moment the channel
-  receives it (`arrival`), so a slow model never looks hung.
+  receives it (`arrival`), so a slow model never looks hung (the demo, which also shows
+  edits, asks for no lines and watches the transcript itself).
 - `Failure`: something outside the command is missing or refuses (a server that cannot be
   reached, a refused token, an SDK that is not installed). The command prints it as one line
   on stderr, `cordstream chat: cannot reach …`, and exits with its `status` (2).
@@ -71,11 +72,11 @@ class LocalChannel:
 
 
 @asynccontextmanager
-async def local_channel(question: str, out: Printer) -> AsyncIterator[LocalChannel]:
+async def local_channel(question: str, out: Printer | None) -> AsyncIterator[LocalChannel]:
     """Start the emulator, log a client into it (the test kit's `local_discord`), post
-    `question` as a user; while inside, `out` gets a line for each message the channel
-    receives. Everything is closed on exit, cancellation included. A failure to listen on
-    127.0.0.1 is a `Failure`."""
+    `question` as a user; while inside, `out` (unless None) gets a line for each message the
+    channel receives. Everything is closed on exit, cancellation included. A failure to listen
+    on 127.0.0.1 is a `Failure`."""
     api = DiscordEmulator()
     try:
         await api.start()
@@ -87,8 +88,10 @@ async def local_channel(question: str, out: Printer) -> AsyncIterator[LocalChann
             asked = api.post_user_message(question)
             loop = asyncio.get_running_loop()
             start = loop.time()
-            stop_listening = api.on_message(
-                lambda message: out(arrival(message, loop.time() - start))
+            stop_listening = (
+                api.on_message(lambda message: out(arrival(message, loop.time() - start)))
+                if out is not None
+                else lambda: None
             )
             try:
                 yield LocalChannel(api, channel, channel.get_partial_message(asked), start)
@@ -98,15 +101,17 @@ async def local_channel(question: str, out: Printer) -> AsyncIterator[LocalChann
         await api.close()
 
 
-def arrival(message: SentMessage, seconds: float) -> str:
-    """`[  0.124s] channel receives message (46 chars) as a reply: Here is how …`"""
+def arrival(message: SentMessage, seconds: float, number: int | None = None) -> str:
+    """`[  0.124s] channel receives message (46 chars) as a reply: Here is how …`, with the
+    message's `number` in the channel (`message 1`) when given."""
     reply = " as a reply" if message.message_reference else ""
     if message.embeds:
         return f"[{seconds:7.3f}s] channel receives embed: {message.embeds[0].get('title')}{reply}"
     first = message.content.strip().split("\n", 1)[0]
     preview = first if len(first) <= PREVIEW else first[: PREVIEW - 1] + "…"
+    which = "message" if number is None else f"message {number}"
     return (
-        f"[{seconds:7.3f}s] channel receives message ({len(message.content)} chars){reply}: "
+        f"[{seconds:7.3f}s] channel receives {which} ({len(message.content)} chars){reply}: "
         f"{preview}"
     )
 
