@@ -11,10 +11,14 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import pty
+import select
 import signal
 import socket
 import subprocess
 import sys
+import termios
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -240,6 +244,7 @@ async def test_a_model_server_error_is_one_line_and_exit_1(reply: Reply, line: s
         ),
         (["demo", "--follow-up-after=-inf"], "argument --follow-up-after: must be a number"),
         (["demo", "--humanizer=4"], "argument --humanizer: invalid choice: 4"),
+        (["demo", "--delivery=stream"], "argument --delivery: invalid choice: 'stream'"),
         (
             ["chat", "--model=m", "--timeout=0", "hi"],
             "argument --timeout: must be a positive number of seconds, got '0'",
@@ -358,3 +363,49 @@ def test_a_reader_that_goes_away_is_not_an_error() -> None:
         stderr = process.stderr.read().decode()
         assert process.wait(timeout=60) == 0, stderr
     assert stderr == ""
+
+
+def test_on_a_terminal_the_demo_redraws_the_channel_and_gives_the_screen_back() -> None:
+    """stdout a terminal (a pseudo-terminal here): the channel is drawn on the alternate
+    screen while it streams, and the shell's screen comes back, with the channel and the
+    result printed on it."""
+    controller, terminal = pty.openpty()
+    termios.tcsetwinsize(terminal, (24, 80))
+    output = b""
+    try:
+        with subprocess.Popen(
+            [str(CORDSTREAM), "demo", "--speed", "2000"],
+            stdout=terminal,
+            stderr=subprocess.PIPE,
+            env={**ENV, "TERM": "xterm"},
+        ) as process:
+            os.close(terminal)
+            terminal = -1
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                ready, _, _ = select.select([controller], [], [], deadline - time.monotonic())
+                try:
+                    data = os.read(controller, 65536) if ready else b""
+                except OSError:  # Linux: EIO once the command has closed its end
+                    data = b""
+                if not data:
+                    break
+                output += data
+            assert process.stderr is not None
+            stderr = process.stderr.read().decode()
+            assert process.wait(timeout=60) == 0, stderr
+    finally:
+        os.close(controller)
+        if terminal >= 0:
+            os.close(terminal)
+    assert stderr == ""
+    shown = output.decode()
+    enter, leave = "\x1b[?1049h", "\x1b[?1049l"
+    assert shown.count(enter) == 1
+    assert shown.count(leave) == 1
+    assert shown.startswith("cordstream demo: live delivery")
+    drawn, after = shown.split(enter, 1)[1].split(leave, 1)
+    assert "cordstream demo: live delivery ·" in drawn  # the status line of a frame
+    assert "══════ #general ══════" in drawn
+    assert "\x1b[" not in after  # the channel and the result as plain text
+    assert "status:          completed" in after

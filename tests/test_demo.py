@@ -1,32 +1,58 @@
 """`cordstream demo`: the built-in answer through the real shell, discord.py and the emulator.
 
 Virtual time (looptime): the scripted provider's pace, the inactivity timeout and the
-humanizer's pauses cost no real seconds.
+humanizer's pauses cost no real seconds. Live delivery is the default; what is checked of it
+here holds for messages delivery too (the answer arrives whole, each message's last state is
+what the log shows last), so it does not depend on how live delivery paces its edits.
 """
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from cordstream.domain import TokenUsage
-from cordstream.shell.cli import main
-from cordstream.shell.cli.demo import ANSWER, Options, run_demo
+from cordstream.domain.config import Delivery
+from cordstream.shell.cli import build_parser, demo, main
+from cordstream.shell.cli.demo import ANSWER, Log, Options, Terminal, run_demo
+from cordstream.shell.config import StreamConfig
+from cordstream.shell.testing.emulator import Pings, SentMessage
 from tests.answers import as_written, fences_balanced
 
+DELIVERIES: list[Delivery] = ["live", "messages"]
+CURSOR = "\u258c"
 
-def quiet(_: str) -> None:
+
+def quiet() -> Log:
     """Progress lines are for people; tests read the transcript."""
+    return Log(lambda _: None)
+
+
+def config_from(*argv: str) -> StreamConfig:
+    return demo.config_for(demo.options_from(build_parser().parse_args(["demo", *argv])))
+
+
+def test_the_command_streams_live_by_default() -> None:
+    assert config_from().delivery == "live"
+    assert Options().delivery == "live"
+    messages = config_from("--delivery", "messages", "--humanizer", "2", "--timeout", "5")
+    assert (messages.delivery, messages.humanizer_degree) == ("messages", 2)
+    assert messages.inactivity_timeout == 5.0
+    assert config_from("--delivery=live").delivery == "live"
 
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
-async def test_demo_delivers_the_whole_answer_as_a_reply() -> None:
-    result, messages, provider = await run_demo(Options(), quiet)
+@pytest.mark.parametrize("delivery", DELIVERIES)
+async def test_demo_delivers_the_whole_answer_as_a_reply(delivery: Delivery) -> None:
+    result, messages, provider = await run_demo(Options(delivery=delivery), quiet())
     assert result.status == "completed"
     contents = [m.content for m in messages]
     assert result.messages == tuple(contents)
     assert result.accumulated_text == "\n".join(contents)
     as_written(contents, ANSWER.split("</think>", 1)[1], fences=True)
+    assert not any(CURSOR in c for c in contents)  # no streaming cursor left behind (L4)
     assert result.usage == TokenUsage(412, 1337)
     assert all(len(c) <= 1950 and fences_balanced(c) for c in contents)
     assert messages[0].message_reference is not None  # F1
@@ -36,6 +62,7 @@ async def test_demo_delivers_the_whole_answer_as_a_reply() -> None:
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
+@pytest.mark.parametrize("delivery", DELIVERIES)
 @pytest.mark.parametrize(
     ("options", "status"),
     [
@@ -47,32 +74,193 @@ async def test_demo_delivers_the_whole_answer_as_a_reply() -> None:
     ],
     ids=["stop", "follow-up", "hang", "humanizer-2", "humanizer-0"],
 )
-async def test_demo_options_show_their_outcome(options: Options, status: str) -> None:
-    result, _, provider = await run_demo(options, quiet)
+async def test_demo_options_show_their_outcome(
+    options: Options, status: str, delivery: Delivery
+) -> None:
+    options.delivery = delivery
+    printed: list[str] = []
+    result, messages, provider = await run_demo(options, Log(printed.append))
     assert result.status == status
     assert provider.closed
+    assert not any(CURSOR in m.content for m in messages)
+    action = {"stopped_by_user": "user runs /stop", "follow_up_interrupt": "user sends a new"}
+    if status in action:
+        assert sum(action[status] in line for line in printed) == 1
 
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
-async def test_demo_prints_each_message_once_as_the_channel_receives_it() -> None:
+async def test_with_messages_delivery_the_log_has_each_message_once() -> None:
     printed: list[str] = []
-    _, messages, _ = await run_demo(Options(humanizer=2), printed.append)
-    arrivals = [line for line in printed if "channel receives" in line]
-    assert len(arrivals) == len(messages)
-    assert arrivals[0].endswith(
-        "channel receives message (46 chars) as a reply: "
+    _, messages, _ = await run_demo(Options(humanizer=2, delivery="messages"), Log(printed.append))
+    assert len(printed) == len(messages)
+    assert all("channel receives message" in line for line in printed)
+    assert printed[0].endswith(
+        "channel receives message 1 (46 chars) as a reply: "
         "Here is how **cordstream** delivers an answer."
     )
-    previews = [line.split(": ", 1)[1].removesuffix("…") for line in arrivals]
+    previews = [line.split(": ", 1)[1].removesuffix("…") for line in printed]
     assert all(p in m.content for p, m in zip(previews, messages, strict=True))
 
 
-def test_demo_command_prints_progress_transcript_and_result(
-    capsys: pytest.CaptureFixture[str],
+@pytest.mark.asyncio
+@pytest.mark.looptime
+@pytest.mark.parametrize("delivery", DELIVERIES)
+async def test_the_log_shows_each_message_arrive_then_change_up_to_its_final_state(
+    delivery: Delivery,
 ) -> None:
-    assert main(["demo", "--speed", "2000"]) == 0
+    printed: list[str] = []
+    _, messages, _ = await run_demo(Options(delivery=delivery), Log(printed.append))
+    arrivals = [line for line in printed if "channel receives message" in line]
+    assert len(arrivals) == len(messages)
+    assert " channel receives message 1 (" in arrivals[0]
+    assert arrivals[0].split(": ", 1)[0].endswith("as a reply")
+    for number, message in enumerate(messages, 1):
+        about = [line for line in printed if f" message {number} " in line]
+        assert about[0] in arrivals
+        assert all(" edited (" in line for line in about[1:])
+        assert f"({len(message.content)} chars)" in about[-1]  # the last state is the final one
+        preview = about[-1].split(": ", 1)[1]
+        if len(about) == 1:  # the start of its first line
+            assert message.content.lstrip().startswith(preview.removesuffix("…"))
+        else:  # the end of its last line
+            assert message.content.rstrip().endswith(preview.removeprefix("…"))
+    stamps = [float(line[1:8]) for line in printed]
+    assert all(s >= 0 for s in stamps)
+
+
+def sent(id_: int, content: str, *, edits: int = 0, at: float = 10.5) -> SentMessage:
+    return SentMessage(id_, 1, content, (), None, None, Pings(), 0, at, edits)
+
+
+def test_the_log_prints_a_line_per_new_message_per_change_and_per_deletion() -> None:
+    printed: list[str] = []
+    log = Log(printed.append)
+    log.begin(10.0)
+    first = sent(7, "Hi ▌", at=10.25)
+    log.show([first], 10.3)
+    log.show([first], 10.35)  # nothing new: no line
+    grown = sent(7, "Hi there, this is a line\nand the next one is growing ▌", edits=1)
+    log.show([grown], 11.5)
+    final = sent(7, "Hi there, this is a line\nand the next one is growing.", edits=2)
+    second = sent(8, "x" * 100 + " ▌", at=12.0)
+    log.show([final, second], 12.25)
+    log.note("[  2.300s] user runs /stop")
+    log.show([second], 13.0)
+    log.show([second], 13.5)
+    assert printed == [
+        "[  0.250s] channel receives message 1 (4 chars): Hi ▌",
+        "[  1.500s] message 1 edited (54 chars): and the next one is growing ▌",
+        "[  2.250s] message 1 edited (53 chars): and the next one is growing.",
+        "[  2.000s] channel receives message 2 (102 chars): " + "x" * 59 + "…",
+        "[  2.300s] user runs /stop",
+        "[  3.000s] message 1 was deleted",
+    ]
+    long = sent(8, "y" * 100 + " ▌", edits=1)
+    log.show([long], 14.0)
+    assert printed[-1] == "[  4.000s] message 2 edited (102 chars): …" + "y" * 57 + " ▌"
+
+
+class Screen:
+    """What a `Terminal` view writes, at a fixed size."""
+
+    def __init__(self, columns: int, lines: int) -> None:
+        self.size = os.terminal_size((columns, lines))
+        self.written: list[str] = []
+        self.printed: list[str] = []
+
+    def terminal(self) -> Terminal:
+        return Terminal(self.written.append, lambda: self.size, self.printed.append, "demo")
+
+    def frames(self) -> list[list[str]]:
+        """Each frame's rows, with the ANSI controls taken off."""
+        frames = [w for w in self.written if w.startswith(demo._HOME)]
+        return [
+            [
+                row.removesuffix(demo._CLEAR_LINE)
+                for row in frame.removeprefix(demo._HOME)
+                .removesuffix(demo._CLEAR_BELOW)
+                .split("\r\n")
+            ]
+            for frame in frames
+        ]
+
+
+def test_the_terminal_view_redraws_the_channel_in_place_within_the_screen() -> None:
+    screen = Screen(40, 8)
+    view = screen.terminal()
+    view.begin(100.0)
+    assert screen.written == [demo._ENTER]
+    view.show([sent(1, "Hello ▌")], 100.2)
+    view.show([sent(1, "Hello ▌")], 100.21)  # nothing changed, same tenth of a second
+    words = " ".join(f"word{i}" for i in range(60))
+    view.show([sent(1, "Hello\n\n" + words + " ▌", edits=1)], 101.0)
+    view.note("[  1.100s] user runs /stop")
+    view.show([sent(1, "Hello\n\n" + words + ".", edits=2), sent(2, "🎉" * 30)], 101.2)
+    first, grown, last = screen.frames()
+    assert first == [
+        "demo ·   0.2s · 1 message, 0 edits · ",
+        "Ctrl-C quits",
+        "══════ #general ══════",
+        "┌─ message 1 (7 chars, pings nobody)",
+        "Hello ▌",
+        "└─",
+    ]
+    for frame in (grown, last):
+        assert len(frame) == 8  # the channel's end, scrolled up to fit the screen
+        assert all(demo.width(row) <= 39 for row in frame)
+    assert grown[0].startswith("demo ·   1.0s · 1 message, 1 edit")
+    assert grown[-3:] == ["word52 word53 word54 word55 word56 ", "word57 word58 word59 ▌", "└─"]
+    assert last[2] == "[  1.100s] user runs /stop"
+    assert last[-4:] == ["┌─ message 2 (30 chars, pings nobody)", "🎉" * 19, "🎉" * 11, "└─"]
+    view.close()
+    assert screen.written[-1] == demo._LEAVE
+    assert screen.printed == ["[  1.100s] user runs /stop"]
+    view.close()
+    assert screen.written.count(demo._LEAVE) == 1
+
+
+def test_a_terminal_view_that_never_began_leaves_the_screen_alone() -> None:
+    screen = Screen(80, 24)
+    view = screen.terminal()
+    view.show([sent(1, "Hi")], 1.0)
+    view.close()
+    assert screen.written == []
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_on_a_terminal_the_demo_draws_frames_and_leaves_the_screen_as_it_was() -> None:
+    screen = Screen(100, 30)
+    result, messages, _ = await run_demo(Options(stop_after=1.0), screen.terminal())
+    assert result.status == "stopped_by_user"
+    assert screen.written[0] == demo._ENTER
+    assert screen.written[-1] == demo._LEAVE
+    frames = screen.frames()
+    assert len(frames) > 1
+    assert all(len(frame) <= 30 for frame in frames)
+    assert frames[-1][-1] == "└─"
+    assert screen.printed == [line for line in screen.printed if "user runs /stop" in line]
+    assert len(screen.printed) == 1
+    assert messages
+
+
+def test_wrap_cuts_after_a_space_and_counts_wide_characters() -> None:
+    assert demo.wrap("hello world this is", 12) == ["hello world ", "this is"]
+    assert demo.wrap("abcdefghijklmnop", 10) == ["abcdefghij", "klmnop"]
+    assert demo.wrap("", 10) == [""]
+    assert demo.wrap("🎉🎉🎉", 5) == ["🎉🎉", "🎉"]
+    assert demo.wrap("a\x1b[2Jb\tc", 20) == ["a�[2Jb    c"]
+
+
+@pytest.mark.parametrize("delivery", DELIVERIES)
+def test_demo_command_prints_progress_transcript_and_result(
+    capsys: pytest.CaptureFixture[str], delivery: Delivery
+) -> None:
+    assert main(["demo", "--speed", "2000", "--delivery", delivery]) == 0
     out = capsys.readouterr().out
-    assert "channel receives message" in out
+    assert out.startswith(f"cordstream demo: {delivery} delivery: ")
+    assert "channel receives message 1 (" in out
+    assert "\x1b" not in out  # stdout is no terminal: a plain log
     assert "#general" in out
     assert "status:          completed" in out

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from collections.abc import Sequence
 
@@ -21,15 +22,8 @@ import discord
 
 # The command line, apart from the library: `demo` (the embedded default), `chat` (a real
 # model), `console` (the printing and local-Discord set-up both share).
-from cordstream.shell.cli import chat
-from cordstream.shell.cli.console import (
-    Failure,
-    per_second,
-    positive_seconds,
-    say,
-    seconds_from_now,
-)
-from cordstream.shell.cli.demo import Options, render, run_demo
+from cordstream.shell.cli import chat, demo
+from cordstream.shell.cli.console import Failure, say
 
 # The exit status of a command stopped by Ctrl-C (128 + SIGINT), as shells report it.
 INTERRUPTED = 130
@@ -38,31 +32,7 @@ INTERRUPTED = 130
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cordstream", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser(
-        "demo",
-        help="stream a built-in answer into a local Discord emulator and print it",
-        description="Stream a built-in answer (a think block, prose, a long paragraph, a code "
-        "block longer than one message, usage on a trailing chunk) through the real shell and "
-        "discord.py into a local Discord emulator on 127.0.0.1, and print the channel as a user "
-        "sees it, then the StreamResult. No token or key needed.",
-    )
-    demo.add_argument("--speed", type=per_second, default=200.0, help="chunks per second (200)")
-    demo.add_argument("--humanizer", type=int, default=1, choices=(0, 1, 2, 3))
-    demo.add_argument(
-        "--stop-after", type=seconds_from_now, metavar="S", help="a user /stop after S seconds"
-    )
-    demo.add_argument(
-        "--follow-up-after",
-        type=seconds_from_now,
-        metavar="S",
-        help="a new user message after S seconds",
-    )
-    demo.add_argument(
-        "--hang", action="store_true", help="the provider stops yielding a third of the way in"
-    )
-    demo.add_argument(
-        "--timeout", type=positive_seconds, default=3.0, help="inactivity timeout in seconds (3)"
-    )
+    demo.add_parser(commands)
     chat.add_parser(commands)
     return parser
 
@@ -100,18 +70,18 @@ def _chat(parser: argparse.ArgumentParser, args: argparse.Namespace, name: str) 
 
 
 def _demo(args: argparse.Namespace) -> int:
-    options = Options(
-        speed=args.speed,
-        humanizer=args.humanizer,
-        stop_after=args.stop_after,
-        follow_up_after=args.follow_up_after,
-        hang=args.hang,
-        timeout=args.timeout,
-    )
-    say("cordstream demo: a scripted model → StreamOrchestrator → discord.py → local Discord")
-    result, messages, _ = asyncio.run(run_demo(options, say))
-    say(render(result, messages))
+    options = demo.options_from(args)
+    title = f"cordstream demo: {options.delivery} delivery"
+    say(f"{title}: a scripted model → StreamOrchestrator → discord.py → local Discord")
+    view = demo.Terminal.on_stdout(say, title) if _terminal() else demo.Log(say)
+    result, messages, _ = asyncio.run(demo.run_demo(options, view))
+    say(demo.render(result, messages))
     return 0
+
+
+def _terminal() -> bool:
+    """Whether stdout is a terminal that takes ANSI cursor movement (else: a plain log)."""
+    return sys.stdout.isatty() and os.environ.get("TERM", "") not in ("", "dumb")
 
 
 def _complain(name: str, line: str) -> None:

@@ -4,18 +4,37 @@ No token, no key, no network beyond 127.0.0.1: the demo starts the project's Dis
 emulator (`cordstream.shell.testing.emulator`), logs a real `discord.Client` into it, posts a
 user question, and lets `StreamOrchestrator.stream_to_discord` stream the built-in answer as a
 reply, played by the test kit's scripted provider (`cordstream.shell.testing.ScriptProvider`).
-It prints each message as the channel receives it, then the channel as a user sees it, then
-the `StreamResult`. Options schedule a `/stop`, a follow-up message or a hanging provider.
+
+Live delivery is the default (`--delivery messages` for a new message per piece). While the
+answer streams, a `View` watches the channel's transcript (a poll every `POLL` seconds, since
+an edit changes a message in place): on a terminal, `Terminal` redraws the channel as it is
+edited; otherwise `Log` prints a line for each new message and each edit it sees. Then the
+command prints the channel as a user sees it, and the `StreamResult`. Options schedule a
+`/stop`, a follow-up message or a hanging provider.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-from collections.abc import Callable, Iterator
+import os
+import shutil
+import sys
+import unicodedata
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from cordstream.domain import DoneChunk, ProcessedChunk, StreamResult, TextChunk
-from cordstream.shell.cli.console import Printer, local_channel
+from cordstream.domain.config import DELIVERIES, Delivery
+from cordstream.shell.cli.console import (
+    PREVIEW,
+    Printer,
+    arrival,
+    local_channel,
+    per_second,
+    positive_seconds,
+    seconds_from_now,
+)
 from cordstream.shell.config import StreamConfig
 from cordstream.shell.context import StreamContext
 from cordstream.shell.orchestrator import StreamOrchestrator
@@ -52,13 +71,16 @@ _CODE = "\n".join(
 ANSWER = (
     "<think>The user asked how cordstream works. Show prose, a long paragraph and code.</think>"
     "Here is how **cordstream** delivers an answer.\n\n"
-    "Each line leaves as soon as it is complete, so the channel fills while the model writes.\n"
+    "The channel shows the answer while the model writes it, instead of all of it at the end.\n"
     + _PARAGRAPH * 3
     + "\n\nA code block longer than one message is split line by line:\n\n"
     + _CODE
     + "\n\nThat's all — nothing the model wrote is lost, and nothing is sent twice. 🎉\n"
 )
 USAGE = {"prompt_tokens": 412, "completion_tokens": 1337}
+QUESTION = "@cordstream how do you deliver an answer?"
+# How often a view looks at the channel's transcript, in seconds.
+POLL = 0.05
 
 
 def chunks(text: str = ANSWER, size: int = 7) -> Iterator[ProcessedChunk]:
@@ -72,11 +94,22 @@ def chunks(text: str = ANSWER, size: int = 7) -> Iterator[ProcessedChunk]:
 @dataclass
 class Options:
     speed: float = 200.0  # chunks per second
-    humanizer: int = 1
+    humanizer: int = 1  # messages delivery only (SPEC L11)
     stop_after: float | None = None
     follow_up_after: float | None = None
     hang: bool = False
     timeout: float = 3.0  # inactivity timeout, seconds
+    delivery: Delivery = "live"
+
+
+def config_for(options: Options) -> StreamConfig:
+    """The `StreamConfig` the demo streams with. A bad option is a `ValueError`."""
+    return StreamConfig(
+        inactivity_timeout=options.timeout,
+        humanizer_degree=options.humanizer,
+        flush_limit=0,
+        delivery=options.delivery,
+    )
 
 
 def script(options: Options) -> list[Step]:
@@ -89,66 +122,350 @@ def script(options: Options) -> list[Step]:
     return [*steps, Hang()] if options.hang else steps
 
 
+# --- the command line --------------------------------------------------------------------
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    demo = commands.add_parser(
+        "demo",
+        help="stream a built-in answer into a local Discord emulator and print it",
+        description="Stream a built-in answer (a think block, prose, a long paragraph, a code "
+        "block longer than one message, usage on a trailing chunk) through the real shell and "
+        "discord.py into a local Discord emulator on 127.0.0.1, and print the channel as a user "
+        "sees it, then the StreamResult. No token or key needed. On a terminal, the channel is "
+        "redrawn as the answer is edited into it; otherwise a line is printed for each new "
+        "message and each edit.",
+    )
+    demo.add_argument(
+        "--delivery",
+        choices=DELIVERIES,
+        default="live",
+        help="live (default): one message edited as the answer grows, a new one when it is "
+        "full; messages: a new message per piece",
+    )
+    demo.add_argument("--speed", type=per_second, default=200.0, help="chunks per second (200)")
+    demo.add_argument(
+        "--humanizer",
+        type=int,
+        default=1,
+        choices=(0, 1, 2, 3),
+        help="how --delivery messages cuts the answer (1); live delivery ignores it",
+    )
+    demo.add_argument(
+        "--stop-after", type=seconds_from_now, metavar="S", help="a user /stop after S seconds"
+    )
+    demo.add_argument(
+        "--follow-up-after",
+        type=seconds_from_now,
+        metavar="S",
+        help="a new user message after S seconds",
+    )
+    demo.add_argument(
+        "--hang", action="store_true", help="the provider stops yielding a third of the way in"
+    )
+    demo.add_argument(
+        "--timeout", type=positive_seconds, default=3.0, help="inactivity timeout in seconds (3)"
+    )
+
+
+def options_from(args: argparse.Namespace) -> Options:
+    return Options(
+        speed=args.speed,
+        humanizer=args.humanizer,
+        stop_after=args.stop_after,
+        follow_up_after=args.follow_up_after,
+        hang=args.hang,
+        timeout=args.timeout,
+        delivery=args.delivery,
+    )
+
+
+# --- the run -----------------------------------------------------------------------------
+
+
 async def run_demo(
-    options: Options, out: Printer = print
+    options: Options, view: View | None = None
 ) -> tuple[StreamResult, list[SentMessage], ScriptProvider]:
     """Stream the built-in answer into a local Discord; return the result and the transcript.
 
-    `out` gets a line for each message as the channel receives it (`console.local_channel`)
-    and for each scheduled user action. A bad option is a `ValueError` (from `StreamConfig`),
-    raised before anything starts; an emulator that cannot listen is a `console.Failure`.
+    `view` (default: a `Log` to stdout) is shown the channel's transcript every `POLL` seconds
+    and once more at the end, and told of each scheduled user action; it is closed on every
+    exit path. A bad option is a `ValueError` (from `StreamConfig`), raised before anything
+    starts; an emulator that cannot listen is a `console.Failure`.
     """
-    config = StreamConfig(
-        inactivity_timeout=options.timeout, humanizer_degree=options.humanizer, flush_limit=0
-    )
-    question = "@cordstream how do you deliver an answer?"
-    async with local_channel(question, out) as local:
-        context = StreamContext(local.channel, reply_to=local.question)
-        orchestrator = StreamOrchestrator(StopRegistry())
-        loop = asyncio.get_running_loop()
-        start = local.start
-        channel_id = local.channel.id
-        timers: list[asyncio.TimerHandle] = []
-        if options.stop_after is not None:
-            stop = lambda: orchestrator.request_stop(channel_id, "demo-user", "/stop")  # noqa: E731
-            timers.append(
-                loop.call_later(options.stop_after, _say, out, start, "user runs /stop", stop)
-            )
-        if options.follow_up_after is not None:
-            follow = lambda: orchestrator.request_follow_up(channel_id, "demo-user")  # noqa: E731
-            timers.append(
-                loop.call_later(
-                    options.follow_up_after, _say, out, start, "user sends a new message", follow
+    view = Log(print) if view is None else view
+    config = config_for(options)
+    try:
+        async with local_channel(QUESTION, None) as local:
+            loop = asyncio.get_running_loop()
+            view.begin(local.start)
+            context = StreamContext(local.channel, reply_to=local.question)
+            orchestrator = StreamOrchestrator(StopRegistry())
+            channel_id = local.channel.id
+
+            def act(what: str, action: Callable[[], object]) -> None:
+                view.show(local.api.messages(), loop.time())  # what happened before it
+                view.note(f"[{loop.time() - local.start:7.3f}s] {what}")
+                action()
+
+            timers: list[asyncio.TimerHandle] = []
+            if options.stop_after is not None:
+                stop = lambda: orchestrator.request_stop(channel_id, "demo-user", "/stop")  # noqa: E731
+                timers.append(loop.call_later(options.stop_after, act, "user runs /stop", stop))
+            if options.follow_up_after is not None:
+                follow = lambda: orchestrator.request_follow_up(channel_id, "demo-user")  # noqa: E731
+                timers.append(
+                    loop.call_later(
+                        options.follow_up_after, act, "user sends a new message", follow
+                    )
                 )
-            )
-        provider = ScriptProvider(script(options), name="demo")
-        try:
-            result = await orchestrator.stream_to_discord(provider, config, context)
-        finally:
-            for timer in timers:
-                timer.cancel()
-        return result, local.api.messages(), provider
+            provider = ScriptProvider(script(options), name="demo")
+            watcher = asyncio.create_task(_watch(local.api.messages, view))
+            try:
+                result = await orchestrator.stream_to_discord(provider, config, context)
+            finally:
+                for timer in timers:
+                    timer.cancel()
+                watcher.cancel()
+                await asyncio.wait([watcher])
+            if not watcher.cancelled():
+                watcher.result()  # a view that failed fails the demo
+            messages = local.api.messages()
+            view.show(messages, loop.time())
+            return result, messages, provider
+    finally:
+        view.close()
 
 
-def _say(out: Printer, start: float, what: str, action: Callable[[], object]) -> None:
-    out(f"[{asyncio.get_running_loop().time() - start:7.3f}s] {what}")
-    action()
+async def _watch(transcript: Callable[[], list[SentMessage]], view: View) -> None:
+    loop = asyncio.get_running_loop()
+    while True:
+        view.show(transcript(), loop.time())
+        await asyncio.sleep(POLL)
 
 
-def render(result: StreamResult, messages: list[SentMessage]) -> str:
-    """The channel as a user sees it, then the result."""
-    lines = ["", "══════ #general ══════"]
+# --- what the demo shows while it streams ------------------------------------------------
+
+
+class View:
+    """What the demo shows while the answer streams. `begin` once the question is posted
+    (`start`, the loop time the seconds count from); `show` with the channel's transcript
+    (each message with its current content) at each look, and `note` for each user action,
+    both called on the event loop and never blocking; `close` on every exit path, even when
+    `begin` was not called."""
+
+    start = 0.0
+
+    def begin(self, start: float) -> None:
+        self.start = start
+
+    def show(self, messages: Sequence[SentMessage], now: float) -> None:
+        raise NotImplementedError
+
+    def note(self, line: str) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class Log(View):
+    """A line for each message the moment a look first sees it (`console.arrival`, numbered,
+    timed by the message's creation), a line for each change after that, with the end of its
+    text, and a line for a message that left the channel. Messages delivery never edits, so
+    there it is one line per message; live delivery shows the text growing, the cursor
+    included, up to the final edit that removes it:
+
+    `[  1.020s] message 1 edited (412 chars): …the user may press stop, a new message may ▌`
+    """
+
+    def __init__(self, out: Printer) -> None:
+        self._out = out
+        self._seen: dict[int, tuple[int, str, int]] = {}  # id: (number, content, edits)
+        self._gone: set[int] = set()
+
+    def show(self, messages: Sequence[SentMessage], now: float) -> None:
+        for message in messages:
+            known = self._seen.get(message.id)
+            if known is None:
+                number = len(self._seen) + 1
+                self._out(arrival(message, message.at - self.start, number))
+            else:
+                number, content, edits = known
+                if (message.content, message.edits) == (content, edits):
+                    continue
+                self._out(edited(message, now - self.start, number))
+            self._seen[message.id] = (number, message.content, message.edits)
+        present = {message.id for message in messages}
+        for id_, (number, _, _) in self._seen.items():
+            if id_ not in present and id_ not in self._gone:
+                self._gone.add(id_)
+                self._out(f"[{now - self.start:7.3f}s] message {number} was deleted")
+
+    def note(self, line: str) -> None:
+        self._out(line)
+
+
+def edited(message: SentMessage, seconds: float, number: int) -> str:
+    """`[  1.020s] message 1 edited (412 chars): …may arrive, and Discord may ▌`: the end of
+    the message's last line, where live text grows."""
+    if message.embeds:
+        return f"[{seconds:7.3f}s] message {number} edited: embed {message.embeds[0].get('title')}"
+    last = message.content.rstrip().rsplit("\n", 1)[-1]
+    tail = last if len(last) <= PREVIEW else "…" + last[-(PREVIEW - 1) :]
+    return f"[{seconds:7.3f}s] message {number} edited ({len(message.content)} chars): {tail}"
+
+
+# ANSI: the terminal's alternate screen (left as it was on exit), cursor hidden while drawing.
+_ENTER = "\x1b[?1049h\x1b[?25l"
+_LEAVE = "\x1b[?25h\x1b[?1049l"
+_HOME = "\x1b[H"
+_CLEAR_LINE = "\x1b[K"
+_CLEAR_BELOW = "\x1b[J"
+
+
+class Terminal(View):
+    """The channel redrawn in place as it is edited, on the terminal's alternate screen: a
+    status line, the user actions so far, then the channel scrolled to its end (the newest
+    text, where the answer grows), each line wrapped to the terminal's width here rather than
+    by the terminal, so a frame is never taller than the screen. Every frame is drawn whole
+    from the top-left corner, so a frame the terminal drew differently (an unusual character
+    width, a resize) is mended by the next one. A frame is drawn when something changed, and
+    at least every tenth of a second for the clock. `close` leaves the alternate screen, so
+    the shell's own screen comes back as it was, and prints the user actions there (`out`)."""
+
+    def __init__(
+        self,
+        write: Callable[[str], None],
+        size: Callable[[], os.terminal_size],
+        out: Printer,
+        title: str = "cordstream demo",
+    ) -> None:
+        self._write = write
+        self._size = size
+        self._out = out
+        self._title = title
+        self._notes: list[str] = []
+        self._drawn: object = None
+        self._open = False
+
+    @classmethod
+    def on_stdout(cls, out: Printer, title: str = "cordstream demo") -> Terminal:
+        def write(text: str) -> None:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
+        return cls(write, shutil.get_terminal_size, out, title)
+
+    def begin(self, start: float) -> None:
+        super().begin(start)
+        self._write(_ENTER)
+        self._open = True
+
+    def show(self, messages: Sequence[SentMessage], now: float) -> None:
+        if not self._open:
+            return
+        size = self._size()
+        seconds = now - self.start
+        key = (
+            size,
+            int(seconds * 10),
+            len(self._notes),
+            [(m.id, m.content, m.edits) for m in messages],
+        )
+        if key == self._drawn:
+            return
+        self._drawn = key
+        self._write(frame(self._title, seconds, self._notes, messages, size))
+
+    def note(self, line: str) -> None:
+        self._notes.append(line)
+
+    def close(self) -> None:
+        if self._open:
+            self._open = False
+            self._write(_LEAVE)
+            for line in self._notes:
+                self._out(line)
+
+
+def frame(
+    title: str,
+    seconds: float,
+    notes: Sequence[str],
+    messages: Sequence[SentMessage],
+    size: os.terminal_size,
+) -> str:
+    """One whole screen for `Terminal`: at most `size.lines` rows of at most `size.columns - 1`
+    cells, drawn from the top-left corner, each row erasing what was left of the previous
+    frame's, and the rest of the screen cleared."""
+    width = max(size.columns - 1, 10)
+    edits = sum(m.edits for m in messages)
+    status = (
+        f"{title} · {seconds:5.1f}s · {len(messages)} message{'s' * (len(messages) != 1)}, "
+        f"{edits} edit{'s' * (edits != 1)} · Ctrl-C quits"
+    )
+    top = [row for line in [status, *notes[-3:]] for row in wrap(line, width)]
+    body = [row for line in channel(messages) for row in wrap(line, width)]
+    room = max(size.lines - len(top), 0)
+    rows = (top + body[-room:] if room else top)[: max(size.lines, 1)]
+    return _HOME + "\r\n".join(row + _CLEAR_LINE for row in rows) + _CLEAR_BELOW
+
+
+def channel(messages: Sequence[SentMessage]) -> list[str]:
+    """The channel as a user sees it, a line of text per item (`render`'s first half)."""
+    lines = ["══════ #general ══════"]
     for number, message in enumerate(messages, 1):
         if message.embeds:
             embed = message.embeds[0]
             lines += [f"┌─ embed: {embed.get('title')}", str(embed.get("description", "")), "└─"]
             continue
         pings = "pings nobody" if not message.pings.anyone else f"pings {message.pings}"
+        edits = f", {message.edits} edit{'s' * (message.edits != 1)}" if message.edits else ""
         lines += [
-            f"┌─ message {number} ({len(message.content)} chars, {pings})",
-            message.content,
+            f"┌─ message {number} ({len(message.content)} chars{edits}, {pings})",
+            *message.content.split("\n"),
             "└─",
         ]
+    return lines
+
+
+def _cells(char: str) -> int:
+    """How many terminal columns `char` takes, as most terminals draw it."""
+    if unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me", "Cf"):
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+
+
+def width(text: str) -> int:
+    """How many terminal columns `text` (one line) takes, as most terminals draw it."""
+    return sum(map(_cells, text))
+
+
+def wrap(line: str, width: int) -> list[str]:
+    """`line` cut into rows of at most `width` columns, after a space where the row has one
+    (else inside the word); control characters (which would move the terminal's cursor) shown
+    as `�`, a tab as four spaces."""
+    rows: list[str] = []
+    row: list[str] = []
+    used = 0
+    for given in line.replace("\t", "    "):
+        char = "\N{REPLACEMENT CHARACTER}" if unicodedata.category(given) == "Cc" else given
+        cells = _cells(char)
+        while used + cells > width and row:
+            cut = len(row) - row[::-1].index(" ") if " " in row[1:] else len(row)
+            rows.append("".join(row[:cut]))
+            row = row[cut:]
+            used = sum(map(_cells, row))
+        row.append(char)
+        used += cells
+    rows.append("".join(row))
+    return rows
+
+
+def render(result: StreamResult, messages: list[SentMessage]) -> str:
+    """The channel as a user sees it, then the result."""
+    lines = ["", *channel(messages)]
     log = result.thought_log
     lines += [
         "",
