@@ -17,7 +17,7 @@ from cordstream.domain.config import Delivery
 from cordstream.shell.cli import build_parser, demo, main
 from cordstream.shell.cli.demo import ANSWER, Log, Options, Terminal, run_demo
 from cordstream.shell.config import StreamConfig
-from cordstream.shell.testing.emulator import Pings, SentMessage
+from cordstream.shell.testing.emulator import Change, ChangeKind, Pings, SentMessage
 from tests.answers import as_written, fences_balanced
 
 DELIVERIES: list[Delivery] = ["live", "messages"]
@@ -119,6 +119,7 @@ async def test_the_log_shows_each_message_arrive_then_change_up_to_its_final_sta
         about = [line for line in printed if f" message {number} " in line]
         assert about[0] in arrivals
         assert all(" edited (" in line for line in about[1:])
+        assert len(about) == 1 + message.edits  # every edit, once
         assert f"({len(message.content)} chars)" in about[-1]  # the last state is the final one
         preview = about[-1].split(": ", 1)[1]
         if len(about) == 1:  # the start of its first line
@@ -126,39 +127,39 @@ async def test_the_log_shows_each_message_arrive_then_change_up_to_its_final_sta
         else:  # the end of its last line
             assert message.content.rstrip().endswith(preview.removeprefix("…"))
     stamps = [float(line[1:8]) for line in printed]
-    assert all(s >= 0 for s in stamps)
+    assert stamps == sorted(stamps)  # as the channel accepted them
+    assert stamps[0] >= 0
 
 
 def sent(id_: int, content: str, *, edits: int = 0, at: float = 10.5) -> SentMessage:
     return SentMessage(id_, 1, content, (), None, None, Pings(), 0, at, edits)
 
 
-def test_the_log_prints_a_line_per_new_message_per_change_and_per_deletion() -> None:
+def test_the_log_prints_a_line_per_new_message_per_edit_and_per_deletion() -> None:
     printed: list[str] = []
     log = Log(printed.append)
     log.begin(10.0)
-    first = sent(7, "Hi ▌", at=10.25)
-    log.show([first], 10.3)
-    log.show([first], 10.35)  # nothing new: no line
-    grown = sent(7, "Hi there, this is a line\nand the next one is growing ▌", edits=1)
-    log.show([grown], 11.5)
-    final = sent(7, "Hi there, this is a line\nand the next one is growing.", edits=2)
-    second = sent(8, "x" * 100 + " ▌", at=12.0)
-    log.show([final, second], 12.25)
+
+    def change(at: float, kind: ChangeKind, id_: int, content: str) -> None:
+        message = None if kind == "delete" else sent(id_, content, at=10.0)
+        log.change(Change(at, kind, id_, content, 1), message)
+
+    change(10.25, "create", 7, "Hi ▌")
+    change(11.5, "edit", 7, "Hi there, this is a line\nand the next one is growing ▌")
+    change(12.0, "create", 8, "x" * 100 + " ▌")
+    change(12.25, "edit", 7, "Hi there, this is a line\nand the next one is growing.")
     log.note("[  2.300s] user runs /stop")
-    log.show([second], 13.0)
-    log.show([second], 13.5)
+    change(13.0, "delete", 7, "Hi there, this is a line\nand the next one is growing.")
+    change(14.0, "edit", 8, "y" * 100 + " ▌")
     assert printed == [
         "[  0.250s] channel receives message 1 (4 chars): Hi ▌",
         "[  1.500s] message 1 edited (54 chars): and the next one is growing ▌",
-        "[  2.250s] message 1 edited (53 chars): and the next one is growing.",
         "[  2.000s] channel receives message 2 (102 chars): " + "x" * 59 + "…",
+        "[  2.250s] message 1 edited (53 chars): and the next one is growing.",
         "[  2.300s] user runs /stop",
         "[  3.000s] message 1 was deleted",
+        "[  4.000s] message 2 edited (102 chars): …" + "y" * 57 + " ▌",
     ]
-    long = sent(8, "y" * 100 + " ▌", edits=1)
-    log.show([long], 14.0)
-    assert printed[-1] == "[  4.000s] message 2 edited (102 chars): …" + "y" * 57 + " ▌"
 
 
 class Screen:

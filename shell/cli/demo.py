@@ -6,11 +6,11 @@ user question, and lets `StreamOrchestrator.stream_to_discord` stream the built-
 reply, played by the test kit's scripted provider (`cordstream.shell.testing.ScriptProvider`).
 
 Live delivery is the default (`--delivery messages` for a new message per piece). While the
-answer streams, a `View` watches the channel's transcript (a poll every `POLL` seconds, since
-an edit changes a message in place): on a terminal, `Terminal` redraws the channel as it is
-edited; otherwise `Log` prints a line for each new message and each edit it sees. Then the
-command prints the channel as a user sees it, and the `StreamResult`. Options schedule a
-`/stop`, a follow-up message or a hanging provider.
+answer streams, a `View` watches the channel: on a terminal, `Terminal` redraws it as it is
+edited (from the transcript, looked at every `POLL` seconds); otherwise `Log` prints a line
+for each new message and each edit, as the emulator accepts it. Then the command prints the
+channel as a user sees it, and the `StreamResult`. Options schedule a `/stop`, a follow-up
+message or a hanging provider.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import shutil
 import sys
 import unicodedata
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cordstream.domain import DoneChunk, ProcessedChunk, StreamResult, TextChunk
 from cordstream.domain.config import DELIVERIES, Delivery
@@ -39,7 +39,7 @@ from cordstream.shell.config import StreamConfig
 from cordstream.shell.context import StreamContext
 from cordstream.shell.orchestrator import StreamOrchestrator
 from cordstream.shell.stops import StopRegistry
-from cordstream.shell.testing.emulator import SentMessage
+from cordstream.shell.testing.emulator import Change, SentMessage
 from cordstream.shell.testing.script import Hang, ScriptProvider, Sleep, Step
 
 _PARAGRAPH = (
@@ -188,10 +188,11 @@ async def run_demo(
 ) -> tuple[StreamResult, list[SentMessage], ScriptProvider]:
     """Stream the built-in answer into a local Discord; return the result and the transcript.
 
-    `view` (default: a `Log` to stdout) is shown the channel's transcript every `POLL` seconds
-    and once more at the end, and told of each scheduled user action; it is closed on every
-    exit path. A bad option is a `ValueError` (from `StreamConfig`), raised before anything
-    starts; an emulator that cannot listen is a `console.Failure`.
+    `view` (default: a `Log` to stdout) is told of each change to the channel and each
+    scheduled user action, and shown the channel's transcript every `POLL` seconds and once
+    more at the end (`View`); it is closed on every exit path. A bad option is a `ValueError`
+    (from `StreamConfig`), raised before anything starts; an emulator that cannot listen is a
+    `console.Failure`.
     """
     view = Log(print) if view is None else view
     config = config_for(options)
@@ -204,7 +205,6 @@ async def run_demo(
             channel_id = local.channel.id
 
             def act(what: str, action: Callable[[], object]) -> None:
-                view.show(local.api.messages(), loop.time())  # what happened before it
                 view.note(f"[{loop.time() - local.start:7.3f}s] {what}")
                 action()
 
@@ -219,13 +219,21 @@ async def run_demo(
                         options.follow_up_after, act, "user sends a new message", follow
                     )
                 )
+
+            def changed(change: Change) -> None:
+                if change.channel_id == channel_id:
+                    now = {m.id: m for m in local.api.messages(channel_id)}
+                    view.change(change, now.get(change.message_id))
+
             provider = ScriptProvider(script(options), name="demo")
+            stop_watching = local.api.on_change(changed)
             watcher = asyncio.create_task(_watch(local.api.messages, view))
             try:
                 result = await orchestrator.stream_to_discord(provider, config, context)
             finally:
                 for timer in timers:
                     timer.cancel()
+                stop_watching()
                 watcher.cancel()
                 await asyncio.wait([watcher])
             if not watcher.cancelled():
@@ -249,18 +257,23 @@ async def _watch(transcript: Callable[[], list[SentMessage]], view: View) -> Non
 
 class View:
     """What the demo shows while the answer streams. `begin` once the question is posted
-    (`start`, the loop time the seconds count from); `show` with the channel's transcript
-    (each message with its current content) at each look, and `note` for each user action,
-    both called on the event loop and never blocking; `close` on every exit path, even when
-    `begin` was not called."""
+    (`start`, the loop time the seconds count from); then `change` with each change to the
+    channel the moment the emulator accepts it (the message as the transcript now holds it,
+    None once deleted), `show` with the whole transcript (each message with its current
+    content) every `POLL` seconds and once at the end, and `note` for each user action, all
+    called on the event loop and never blocking; `close` on every exit path, even when `begin`
+    was not called."""
 
     start = 0.0
 
     def begin(self, start: float) -> None:
         self.start = start
 
+    def change(self, change: Change, message: SentMessage | None) -> None:
+        pass
+
     def show(self, messages: Sequence[SentMessage], now: float) -> None:
-        raise NotImplementedError
+        pass
 
     def note(self, line: str) -> None:
         raise NotImplementedError
@@ -270,50 +283,41 @@ class View:
 
 
 class Log(View):
-    """A line for each message the moment a look first sees it (`console.arrival`, numbered,
-    timed by the message's creation), a line for each change after that, with the end of its
-    text, and a line for a message that left the channel. Messages delivery never edits, so
-    there it is one line per message; live delivery shows the text growing, the cursor
-    included, up to the final edit that removes it:
+    """A line for each change to the channel, timed when the emulator accepted it: a new
+    message (`console.arrival`, numbered), an edit (with the end of the text, where live text
+    grows), a deletion. Messages delivery never edits, so there it is one line per message;
+    live delivery shows each edit, the cursor included, up to the final one that removes it:
 
     `[  1.020s] message 1 edited (412 chars): …the user may press stop, a new message may ▌`
     """
 
     def __init__(self, out: Printer) -> None:
         self._out = out
-        self._seen: dict[int, tuple[int, str, int]] = {}  # id: (number, content, edits)
-        self._gone: set[int] = set()
+        self._numbers: dict[int, int] = {}  # message id: its number in the channel
 
-    def show(self, messages: Sequence[SentMessage], now: float) -> None:
-        for message in messages:
-            known = self._seen.get(message.id)
-            if known is None:
-                number = len(self._seen) + 1
-                self._out(arrival(message, message.at - self.start, number))
-            else:
-                number, content, edits = known
-                if (message.content, message.edits) == (content, edits):
-                    continue
-                self._out(edited(message, now - self.start, number))
-            self._seen[message.id] = (number, message.content, message.edits)
-        present = {message.id for message in messages}
-        for id_, (number, _, _) in self._seen.items():
-            if id_ not in present and id_ not in self._gone:
-                self._gone.add(id_)
-                self._out(f"[{now - self.start:7.3f}s] message {number} was deleted")
+    def change(self, change: Change, message: SentMessage | None) -> None:
+        seconds = change.at - self.start
+        number = self._numbers.setdefault(change.message_id, len(self._numbers) + 1)
+        if change.kind == "create" and message is not None:
+            shown = replace(message, content=change.content, embeds=change.embeds)
+            self._out(arrival(shown, seconds, number))
+        elif change.kind == "delete":
+            self._out(f"[{seconds:7.3f}s] message {number} was deleted")
+        else:
+            self._out(edited(change, seconds, number))
 
     def note(self, line: str) -> None:
         self._out(line)
 
 
-def edited(message: SentMessage, seconds: float, number: int) -> str:
+def edited(change: Change, seconds: float, number: int) -> str:
     """`[  1.020s] message 1 edited (412 chars): …may arrive, and Discord may ▌`: the end of
     the message's last line, where live text grows."""
-    if message.embeds:
-        return f"[{seconds:7.3f}s] message {number} edited: embed {message.embeds[0].get('title')}"
-    last = message.content.rstrip().rsplit("\n", 1)[-1]
+    if change.embeds:
+        return f"[{seconds:7.3f}s] message {number} edited: embed {change.embeds[0].get('title')}"
+    last = change.content.rstrip().rsplit("\n", 1)[-1]
     tail = last if len(last) <= PREVIEW else "…" + last[-(PREVIEW - 1) :]
-    return f"[{seconds:7.3f}s] message {number} edited ({len(message.content)} chars): {tail}"
+    return f"[{seconds:7.3f}s] message {number} edited ({len(change.content)} chars): {tail}"
 
 
 # ANSI: the terminal's alternate screen (left as it was on exit), cursor hidden while drawing.
