@@ -1,4 +1,7 @@
-"""`python -m bench [--json] [--quick]`: print the project's figures, measured in one run."""
+"""`python -m bench [--json] [--quick] [--no-live]`: print the project's figures, measured in one
+run. Live delivery's figures (`bench.live`, about three minutes of real time, whatever `--quick`
+says) come last, in a section of their own; `--no-live` leaves them out, `python -m bench.live`
+runs only them."""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ import argparse
 import json
 import platform
 
-from bench import core, load, shell
+from bench import core, live, load, shell
 
 _LABELS = {
     "core_events_per_s": "text events/s through step",
@@ -42,20 +45,28 @@ def main() -> None:
     parser.add_argument(
         "--streams", type=int, default=1000, help="concurrent streams to run at once (1000)"
     )
+    parser.add_argument(
+        "--no-live", action="store_true", help="leave out live delivery's figures (bench.live)"
+    )
     args = parser.parse_args()
     figures = (
         core.measure(quick=args.quick)
         | shell.measure(quick=args.quick)
         | load.measure(quick=args.quick, streams=args.streams)
     )
+    live_figures = {} if args.no_live else live.measure()
     if args.json:
-        print(json.dumps(figures))
+        print(json.dumps(figures | live_figures))
         return
     print(
         f"cordstream benchmarks on {platform.python_implementation()} {platform.python_version()}"
     )
     for key, value in figures.items():
         print(f"  {_LABELS[key]:<60} {value:>14,.3f}")
+    if live_figures:
+        print("live delivery (bench.live: Discord's rate limits on, real time)")
+        for key, value in live_figures.items():
+            print(f"  {live.label(key):<78} {value:>10,.3f}")
 
 
 if __name__ == "__main__":
