@@ -66,8 +66,10 @@ from cordstream.domain.chunks import (
 from cordstream.domain.config import StreamConfig
 from cordstream.domain.effects import (
     ArmTimer,
+    AwaitTurn,
     CloseProvider,
     ConsumeRequest,
+    EditMessage,
     Effect,
     Finish,
     SendEmbed,
@@ -87,6 +89,7 @@ from cordstream.domain.events import (
     Started,
     StopRequested,
     TimerFired,
+    TurnGranted,
 )
 from cordstream.domain.machine import step
 from cordstream.domain.requests import StopRequest, register, stop_reason
@@ -97,6 +100,7 @@ from cordstream.domain.usage import TokenUsage, estimate_tokens, normalize_usage
 __all__ = [
     "DEFAULT_CATALOGUE",
     "ArmTimer",
+    "AwaitTurn",
     "Catalogue",
     "ChunkArrived",
     "CloseProvider",
@@ -104,6 +108,7 @@ __all__ = [
     "Delivered",
     "DiscordFailure",
     "DoneChunk",
+    "EditMessage",
     "Effect",
     "EmbedColour",
     "EmbedSpec",
@@ -134,6 +139,7 @@ __all__ = [
     "ThoughtLog",
     "TimerFired",
     "TokenUsage",
+    "TurnGranted",
     "TypingPause",
     "estimate_tokens",
     "initial_state",

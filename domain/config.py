@@ -46,7 +46,7 @@ class StreamConfig:
     flush_limit: int = 40
     max_message_length: int = 1950
     humanizer_degree: int = 1
-    delivery: Delivery = "messages"
+    delivery: Delivery = "live"
     cursor: str = " \u258c"
 
     def __post_init__(self) -> None:
@@ -192,7 +192,7 @@ def _problem(config: StreamConfig) -> str | None:
         return f"humanizer_degree must be 0, 1, 2 or 3, got {config.humanizer_degree!r}"
     if config.delivery not in DELIVERIES:
         return f"delivery must be 'live' or 'messages', got {config.delivery!r}"
-    cursor = config.cursor
+    cursor: object = config.cursor
     if not isinstance(cursor, str) or len(cursor) > CURSOR_MAX:
         return f"cursor must be a str of at most {CURSOR_MAX} characters, got {cursor!r}"
     if any(char.isalnum() for char in cursor) or (cursor and not cursor.strip()):

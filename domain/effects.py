@@ -1,7 +1,8 @@
 """Outputs of the machine: what the shell must do, as data (SPEC B, C, E9, F, G).
 
 The shell interprets each effect and reports the outcome back as an event where there is one
-(`SendMessage`/`SendEmbed` → `Delivered`/`Rejected`, `TypingPause` → `PauseOver`,
+(`SendMessage`/`EditMessage`/`SendEmbed` → `Delivered`/`Rejected`, `AwaitTurn` →
+`TurnGranted`, `TypingPause` → `PauseOver`,
 `ArmTimer` → `TimerFired`). Effects hold no callables, tasks or discord objects, so a test
 compares a step's output with `==`.
 """
@@ -38,6 +39,26 @@ class SendMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class EditMessage:
+    """Live delivery (L1–L5): replace the content of one of the stream's messages with
+    `content` (≤ max_message_length). `message` is its index among the messages the stream's
+    accepted `SendMessage`s created, in order: 0 for the first."""
+
+    seq: int
+    content: str
+    message: int
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitTurn:
+    """Live delivery (L2): wait for the channel's budget to allow one more message request,
+    then report `TurnGranted(token)`; the core decides then what the request carries, so it
+    carries the latest text."""
+
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
 class SendEmbed:
     """Send an embed built from `embed` (G)."""
 
@@ -68,5 +89,13 @@ class Finish:
 
 
 Effect: TypeAlias = (
-    ArmTimer | CloseProvider | SendMessage | SendEmbed | TypingPause | ConsumeRequest | Finish
+    ArmTimer
+    | CloseProvider
+    | SendMessage
+    | EditMessage
+    | AwaitTurn
+    | SendEmbed
+    | TypingPause
+    | ConsumeRequest
+    | Finish
 )

@@ -75,6 +75,15 @@ class PauseOver:
 
 
 @dataclass(frozen=True, slots=True)
+class TurnGranted:
+    """Live delivery (L2): the channel's budget allows the request `AwaitTurn(token)` waited
+    for."""
+
+    now: float
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
 class DiscordFailure:
     """Why Discord refused a send: its JSON error `code`, the HTTP `status`, the exception."""
 
@@ -109,6 +118,7 @@ Event: TypeAlias = (
     | StopRequested
     | TimerFired
     | PauseOver
+    | TurnGranted
     | Delivered
     | Rejected
 )

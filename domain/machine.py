@@ -53,10 +53,18 @@ from dataclasses import replace
 from typing import Final
 
 from cordstream.domain import capture, chunks, events, outbox, segments
+from cordstream.domain import live as lives
 from cordstream.domain import outcome as outcomes
 from cordstream.domain import record as records
 from cordstream.domain.chunks import DoneChunk, ErrorChunk, FunctionCallChunk, TextChunk
-from cordstream.domain.effects import ArmTimer, CloseProvider, ConsumeRequest, Effect, Finish
+from cordstream.domain.effects import (
+    ArmTimer,
+    CloseProvider,
+    ConsumeRequest,
+    Effect,
+    Finish,
+    SendEmbed,
+)
 from cordstream.domain.outcome import Ending
 from cordstream.domain.requests import StopRequest, resolve
 from cordstream.domain.results import StopReason, StreamResult
@@ -123,11 +131,19 @@ class _Run:
         # once, by `state()`; the others are changed in `core` by name as they change.
         self.seg = core.seg
         self.out = core.out
+        self.live = core.live  # live delivery's state; None: messages delivery
         self.effects: list[Effect] = []
 
     def state(self) -> StreamState:
         core = self.core
-        if self.seg is not core.seg or self.out is not core.out:
+        live = self.live
+        if live is not None:
+            self.seg = lives.gate(
+                live,
+                streaming=core.phase == "streaming",
+                capturing=core.capture is not capture.IDLE,
+            )
+        if self.seg is not core.seg or self.out is not core.out or live is not core.live:
             # Built in full rather than with `replace`, which costs twice as much (E10).
             core = Core(
                 phase=core.phase,
@@ -138,6 +154,7 @@ class _Run:
                 capture=core.capture,
                 record=core.record,
                 out=self.out,
+                live=live,
                 ending=core.ending,
                 anomalies=core.anomalies,
             )
@@ -173,6 +190,33 @@ class _Run:
                 # else: the timer outlived streaming
             case events.TimerFired() if phase != "ready":
                 pass  # an earlier arming: stale
+            case events.TurnGranted(now=now, token=token) if self.live is not None and (
+                lives.awaits(self.live, token)
+            ):
+                self.granted(now)
+            case events.TurnGranted(token=token) if self.live is not None and (
+                lives.issued(self.live, token)
+            ):
+                pass  # a turn the stream stopped waiting for
+            case events.PauseOver(token=token) if self.live is not None and (
+                lives.typing_due(self.live, token)
+            ):
+                self.live, renew = lives.typing_over(self.live, streaming=phase == "streaming")
+                if renew is not None:
+                    self.effects.append(renew)
+            case events.PauseOver(token=token) if self.live is not None and (
+                lives.issued(self.live, token)
+            ):
+                pass  # a renewal that a message made needless
+            case events.Delivered(now=now, url=url, seq=seq) if self.live is not None and (
+                lives.knows(self.live, seq)
+            ):
+                self.live = lives.accepted(self.live, url)
+                self.pump(now)
+            case events.Rejected(now=now, seq=seq, failure=failure) if self.live is not None and (
+                lives.knows(self.live, seq)
+            ):
+                self.live_rejected(now, failure)
             case events.PauseOver(now=now, token=token) if outbox.pausing(self.out, token):
                 self.out = outbox.pause_over(self.out)
                 self.pump(now)
@@ -194,6 +238,9 @@ class _Run:
             return
         self.deadline = now + self.core.settings.config.inactivity_timeout
         self.arm(self.deadline)
+        if self.live is not None:  # L1: typing until the first message exists
+            self.live, typing = lives.start_typing(self.live)
+            self.effects.append(typing)
 
     def arm(self, at: float) -> None:
         self.core = replace(self.core, armed_at=at)
@@ -231,11 +278,14 @@ class _Run:
         if core.capture is capture.IDLE and "<" not in text:
             self.visible(text)
         else:
-            fence, line = segments.context(self.seg, self.tail)
+            if self.live is not None:
+                fence, line = lives.context(self.live, self.tail)
+            else:
+                fence, line = segments.context(self.seg, self.tail)
             captured, ops = capture.feed(core.capture, text, fence=fence, line=line)
             self.core = replace(core, capture=captured)
             self.apply(ops)
-            if captured is not capture.IDLE:
+            if captured is not capture.IDLE and self.live is None:
                 self.seg = segments.hold(self.seg)  # the next text is capture's to see
         self.pump(now)
 
@@ -251,12 +301,19 @@ class _Run:
                 )
 
     def visible(self, text: str) -> None:
+        if self.live is not None:
+            self.tail += text  # shown when the next turn comes (L1, L2)
+            return
         self.seg, self.tail, pieces = segments.feed(self.seg, self.tail, text)
         if pieces:
             self.out = outbox.enqueue(self.out, pieces)
 
     def retract(self) -> None:
         """E4: a stray closing think tag; what was not sent yet was reasoning after all."""
+        if self.live is not None:  # what is shown stays (L3)
+            self.tail, unsent = lives.unshown(self.live, self.tail)
+            self.core = replace(self.core, record=records.retracted(self.core.record, unsent))
+            return
         unsent = outbox.pending(self.out) + self.seg.buffered + self.tail
         self.core = replace(self.core, record=records.retracted(self.core.record, unsent))
         self.seg = fresh_segmenter(self.core.settings.config)
@@ -275,7 +332,10 @@ class _Run:
         if resolution == "absorb":
             return
         if ending is not None and ending.dropped:  # a stop overrides a follow-up (C2)
-            self.out = outbox.requeue(self.out, ending.dropped)
+            if self.live is not None:
+                self.tail += "".join(piece.body for piece in ending.dropped)
+            else:
+                self.out = outbox.requeue(self.out, ending.dropped)
         self.end(outcomes.requested(self.core.settings, request), now)
 
     # -- ending --------------------------------------------------------------------------
@@ -289,14 +349,23 @@ class _Run:
             closed, ops = capture.close(self.core.capture)
             self.core = replace(self.core, capture=closed)
             self.apply(ops if keep else [op for op in ops if op[0] != "visible"])
-            if keep:
+            if self.live is not None:
+                pass  # the tail is the text still to show
+            elif keep:
                 pieces = segments.flush(self.seg, self.tail, close_markers=True)
                 self.out = outbox.enqueue(self.out, pieces)
             else:
                 self.out = outbox.clear(self.out)
-            self.seg = fresh_segmenter(self.core.settings.config)
-            self.tail = ""
-        if not ending.deliver:
+            if self.live is None:
+                self.seg = fresh_segmenter(self.core.settings.config)
+                self.tail = ""
+        if self.live is not None and not ending.deliver:
+            # What was not shown is dropped (C6, B13, F3, F4); the open message keeps what it
+            # shows, and gets its final edit (L7).
+            self.tail, dropped = lives.unshown(self.live, self.tail)
+            if ending.origin == "follow_up" and dropped:
+                ending = replace(ending, dropped=(segments.Piece(dropped),))
+        elif not ending.deliver:
             if keep:
                 ending = replace(ending, dropped=self.out.queue)
             self.out = outbox.clear(self.out)
@@ -307,6 +376,16 @@ class _Run:
         """Start the next Discord request if none is in flight; finish when all is done."""
         core = self.core
         ending = core.ending
+        if self.live is not None:
+            embed = ending is not None and ending.embed is not None
+            self.live, turn, done = lives.pump(
+                self.live, self.tail, core.settings.config, ending=ending is not None, embed=embed
+            )
+            if turn is not None:
+                self.effects.append(turn)
+            elif done:
+                self.finish(now)
+            return
         hurry = ending is not None and ending.hurry
         self.out, next_ = outbox.pump(
             self.out, core.settings.config, now, ending=ending is not None, hurry=hurry
@@ -323,10 +402,45 @@ class _Run:
             self.core = replace(core, ending=replace(ending, embed=None))
             self.effects.append(send)
 
+    def granted(self, now: float) -> None:
+        """Live delivery: the channel's turn came; send the latest (L2)."""
+        assert self.live is not None
+        core = self.core
+        ending = core.ending
+        embed = ending.embed if ending is not None else None
+        self.live, self.tail, request = lives.granted(
+            self.live, self.tail, core.settings.config, ending=ending is not None, embed=embed
+        )
+        if isinstance(request, str):
+            self.hit_limit(request, now)
+            return
+        if request is not None:
+            if isinstance(request, SendEmbed) and ending is not None:
+                self.core = replace(core, ending=replace(ending, embed=None))
+            self.effects.append(request)
+        self.pump(now)
+
+    def live_rejected(self, now: float, failure: events.DiscordFailure) -> None:
+        assert self.live is not None
+        flight = self.live.flight
+        deleted = failure.code == outcomes.UNKNOWN_MESSAGE and (
+            flight is not None and flight.kind in ("edit", "close")
+        )
+        self.live, flight = lives.refused(self.live, deleted=deleted)
+        if flight.kind == "embed":
+            self.pump(now)  # a refused embed changes no outcome (G is best effort)
+            return
+        if deleted:  # L9: someone deleted the message being edited
+            self.end(outcomes.message_deleted(self.core.ending), now)
+            return
+        self.end(outcomes.refused(self.core.settings, self.core.ending, failure), now)
+
     def hit_limit(self, reason: StopReason, now: float) -> None:
         ending = self.core.ending
         if ending is not None and ending.origin != "natural":
             # Already stopping for a request or an internal reason: just stop sending.
+            if self.live is not None:
+                self.tail = lives.unshown(self.live, self.tail)[0]
             self.out = outbox.clear(self.out)
             self.pump(now)
             return
@@ -347,13 +461,16 @@ class _Run:
         core = self.core
         ending = core.ending
         assert ending is not None
-        messages = outbox.messages(self.out) if accepted is None else accepted
+        if accepted is None:
+            live = self.live
+            accepted = outbox.messages(self.out) if live is None else lives.messages(live)
+        messages = accepted
         duration_ms = max(0, round((now - core.started_at) * 1000))
         result = outcomes.result(
             ending,
             core.record,
             messages,
-            first_url=self.out.first_url,
+            first_url=self.out.first_url if self.live is None else self.live.first_url,
             duration_ms=duration_ms,
             anomalies=core.anomalies,
         )

@@ -35,6 +35,7 @@ from cordstream.domain.results import StopReason, StreamResult, StreamStatus
 from cordstream.domain.segments import Piece
 
 UNKNOWN_CHANNEL: Final = 10003
+UNKNOWN_MESSAGE: Final = 10008
 MISSING_ACCESS: Final = 50001
 # F4: the channel is gone or closed to us; the stream stops quietly (no embed could reach it).
 QUIET_FAILURES: Final[Mapping[int, StopReason]] = {
@@ -166,6 +167,20 @@ def refused(settings: Settings, ending: Ending | None, failure: DiscordFailure) 
     # The first error or a stop stays the outcome; nothing more is sent after a refusal, not
     # even what a follow-up dropped, should a stop override it now.
     return replace(ending, dropped=(), deliver=False)
+
+
+def message_deleted(ending: Ending | None) -> Ending:
+    """L9: someone deleted the live message being edited; the stream ends quietly. A stop
+    being flushed keeps its context (C7)."""
+    context = ending.stop_context if ending is not None else None
+    return Ending(
+        "stopped_by_user",
+        "internal",
+        stop_reason="message_deleted",
+        stop_context=context,
+        hurry=True,
+        deliver=False,
+    )
 
 
 def result(

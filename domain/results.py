@@ -29,6 +29,7 @@ StopReason: TypeAlias = Literal[
     "flush_limit",
     "channel_deleted",
     "missing_access",
+    "message_deleted",
     "unknown",
 ]
 

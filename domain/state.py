@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
 from cordstream.domain import capture, outbox, segments
+from cordstream.domain import live as lives
 from cordstream.domain import record as records
 from cordstream.domain.catalogue import DEFAULT_CATALOGUE, Catalogue
 from cordstream.domain.config import StreamConfig
@@ -34,13 +35,15 @@ class Core:
     capture: capture.Capture = capture.IDLE
     record: records.Record = records.EMPTY
     out: outbox.Outbox = outbox.EMPTY
+    live: lives.Live | None = None  # live delivery's state (SPEC L); None: messages delivery
     ending: Ending | None = None
     anomalies: tuple[str, ...] = ()  # events a correct shell never feeds (see `_Run.handle`)
 
 
 @dataclass(frozen=True, slots=True)
 class StreamState:
-    """The machine's state. `deadline`: when the stream times out; `tail`: the partial line."""
+    """The machine's state. `deadline`: when the stream times out; `tail`: the partial line
+    (messages delivery), or the text of the open message and after it (live delivery)."""
 
     deadline: float
     tail: str
@@ -73,7 +76,10 @@ def initial_state(
         catalogue=catalogue,
         secrets=secrets,
     )
-    core = Core(phase="ready", settings=settings, seg=fresh_segmenter(config))
+    if config.delivery == "live":
+        core = Core(phase="ready", settings=settings, seg=lives.GATE_CLOSED, live=lives.EMPTY)
+    else:
+        core = Core(phase="ready", settings=settings, seg=fresh_segmenter(config))
     return StreamState(math.inf, "", core)
 
 

@@ -3,8 +3,8 @@
 Everything a bot needs is importable from here: the orchestrator and registry, the config and
 context, the provider protocol, the reference tool loop `run_turn`, and the core's value types
 it hands back, and the pace of Discord requests (`Budget`, `DISCORD_GLOBAL`,
-`set_global_budget`). The provider adapters live in `cordstream.shell.providers` (each needs its
-SDK's extra).
+`set_global_budget`, and live delivery's per-channel `DISCORD_CHANNEL`, `set_channel_budget`).
+The provider adapters live in `cordstream.shell.providers` (each needs its SDK's extra).
 """
 
 from cordstream.domain import (
@@ -29,12 +29,19 @@ from cordstream.shell.config import StreamConfig
 from cordstream.shell.context import StreamContext, StreamProvider
 from cordstream.shell.orchestrator import StreamOrchestrator
 from cordstream.shell.providers.base import ToolOutcome, ToolProvider
-from cordstream.shell.ratelimit import DISCORD_GLOBAL, Budget, set_global_budget
+from cordstream.shell.ratelimit import (
+    DISCORD_CHANNEL,
+    DISCORD_GLOBAL,
+    Budget,
+    set_channel_budget,
+    set_global_budget,
+)
 from cordstream.shell.stops import DEFAULT_STOPS, StopRegistry
 from cordstream.shell.turn import Tool, ToolRun, TurnResult, TurnStatus, run_turn
 
 __all__ = [
     "DEFAULT_STOPS",
+    "DISCORD_CHANNEL",
     "DISCORD_GLOBAL",
     "Budget",
     "DoneChunk",
@@ -64,6 +71,7 @@ __all__ = [
     "estimate_tokens",
     "normalize_usage",
     "run_turn",
+    "set_channel_budget",
     "set_global_budget",
     "sum_turn_usage",
 ]

@@ -1,4 +1,4 @@
-"""The Discord boundary: sends and typing, with failures turned into values (SPEC F1, F4, G).
+"""The Discord boundary: sends, edits and typing, with failures turned into values (SPEC F1, F4, G).
 
 Every call goes through discord.py's `Messageable.send`, with the context's
 `allowed_mentions` (F1). `future_safe` turns what discord.py raises — `NotFound`,
@@ -58,9 +58,27 @@ async def send_embed(
 
 
 @future_safe
+async def edit_message(
+    message: discord.Message, content: str, *, allowed_mentions: discord.AllowedMentions
+) -> discord.Message:
+    """Replace a live message's content (L1–L5), with the context's `allowed_mentions` (F1)."""
+    return await message.edit(content=content, allowed_mentions=allowed_mentions)
+
+
+@future_safe
 async def trigger_typing(channel: discord.abc.Messageable) -> None:
-    """Show "is typing…" once (it lasts about ten seconds or until the next message)."""
-    await channel.typing()
+    """Show "is typing…" once (it lasts about ten seconds or until the next message).
+
+    The request's coroutine is awaited directly (`Typing.wrapped_typer`, discord.py 2.x), not
+    through `Typing.__await__`, whose wrapper hides the chain from `cordstream.shell.ratelimit`:
+    a typing request cancelled while discord.py sleeps off a global 429 must be seen as one,
+    or discord.py's global lock is left closed (B11)."""
+    typing = channel.typing()
+    wrapped = getattr(typing, "wrapped_typer", None)
+    if callable(wrapped):
+        await wrapped()
+    else:  # pragma: no cover - another discord.py
+        await typing
 
 
 def outcome(seq: int, now: float, result: IOResultE[discord.Message]) -> Delivered | Rejected:
@@ -71,6 +89,14 @@ def outcome(seq: int, now: float, result: IOResultE[discord.Message]) -> Deliver
         case IOFailure(Failure(error)):
             return Rejected(now, seq, failure(error))
     raise AssertionError(f"not an IOResult: {result!r}")  # pragma: no cover
+
+
+def message_of(result: IOResultE[discord.Message]) -> discord.Message | None:
+    """The message Discord answered with, if it accepted the request."""
+    match result:
+        case IOSuccess(Success(discord.Message() as message)):
+            return message
+    return None
 
 
 def retry_after(result: IOResultE[object]) -> float | None:
@@ -108,7 +134,9 @@ def failure(error: BaseException) -> DiscordFailure:
 
 
 __all__ = [
+    "edit_message",
     "failure",
+    "message_of",
     "outcome",
     "retry_after",
     "send_embed",

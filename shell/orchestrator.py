@@ -106,11 +106,14 @@ import discord
 from cordstream.domain import (
     DEFAULT_CATALOGUE,
     ArmTimer,
+    AwaitTurn,
     Catalogue,
     ChunkArrived,
     CloseProvider,
     ConsumeRequest,
     Delivered,
+    DiscordFailure,
+    EditMessage,
     Effect,
     EmbedSpec,
     ErrorChunk,
@@ -119,6 +122,7 @@ from cordstream.domain import (
     PauseOver,
     ProviderCrashed,
     ProviderEnded,
+    Rejected,
     SendEmbed,
     SendMessage,
     Started,
@@ -126,10 +130,12 @@ from cordstream.domain import (
     StopRequested,
     StreamResult,
     TimerFired,
+    TurnGranted,
     TypingPause,
     initial_state,
     step,
 )
+from cordstream.domain import live as lives
 from cordstream.domain.machine import abandon
 from cordstream.domain.redact import Secrets
 from cordstream.shell import delivery, ratelimit
@@ -146,6 +152,9 @@ CLOSE_TIMEOUT = 5.0
 # How long the provider's task is waited for once more after the budget, cancelled again,
 # before it is abandoned.
 CLOSE_GRACE = 0.1
+# How long the final edit of a live message may take when the call is cancelled or breaks
+# off (L4): shielded from the cancellation, and bounded by this.
+FINAL_EDIT_TIMEOUT = 2.0
 # Not a failure of the provider: the program is asked to end (see "Rules chosen" above).
 _FATAL = (KeyboardInterrupt, SystemExit)
 
@@ -243,6 +252,8 @@ class _Stream:
         self.fed_request: StopRequest | None = None
         self.fault_error: Exception | None = None  # the first fault (see the docstring)
         self.accepted: list[str] = []  # contents Discord accepted, for the last resort (F2)
+        self.live_messages: list[discord.Message] = []  # the messages live delivery edits (L)
+        self.turn_task: asyncio.Task[None] | None = None  # waits for the channel's turn (L2)
         # The core is fed nothing more: it faulted beyond recovery, or the call is over.
         self.broken = False
 
@@ -274,11 +285,14 @@ class _Stream:
                 self.timer.cancel()
             for pause in self.pauses:
                 pause.cancel()
+            if self.turn_task is not None:
+                self.turn_task.cancel()
             hurried = await self.end_provider(hurry=cancel)
             if self.close_timer is not None:
                 self.close_timer.cancel()
             cancel = cancel or hurried or self.fatal is not None
             await self.settle_requests(cancel=cancel)
+            hurried = await self.final_edit() or hurried
             if self.fatal is not None:
                 raise self.fatal
             if hurried:
@@ -329,7 +343,11 @@ class _Stream:
                 self.tasks -= pending - cancelled  # handed over: no longer this call's
                 pending = cancelled
             try:
-                await asyncio.gather(*pending, return_exceptions=True)
+                # `wait`, not `gather`: a cancelled `gather` cancels what it waits for, and a
+                # request cancelled while discord.py sleeps off a global 429 must go through
+                # `cancel_requests`, or discord.py's global lock stays closed (B11).
+                if pending:
+                    await asyncio.wait(pending)
             except asyncio.CancelledError:
                 interrupted = True  # the caller cancelled while we waited: stop waiting
                 continue
@@ -531,6 +549,8 @@ class _Stream:
         self.interrupt()
         if self.timer is not None:
             self.timer.cancel()
+        if self.turn_task is not None:
+            self.turn_task.cancel()  # a turn the result no longer needs
         self.finished.set()
 
     def apply(self, effect: Effect) -> None:
@@ -544,6 +564,10 @@ class _Stream:
             case SendMessage(seq=seq, content=content, reply=reply):
                 reply_to = self.context.reply_to if reply else None
                 self.spawn(self.send_message(seq, content, reply_to))
+            case EditMessage(seq=seq, content=content, message=index):
+                self.spawn(self.edit_message(seq, content, index))
+            case AwaitTurn(token=token):
+                self.turn_task = self.loop.create_task(self.await_turn(token))
             case SendEmbed(seq=seq, embed=embed):
                 self.spawn(self.send_embed(seq, embed))
             case TypingPause(token=token, seconds=seconds):
@@ -646,7 +670,59 @@ class _Stream:
         event = delivery.outcome(seq, self.loop.time(), sent)
         if isinstance(event, Delivered):
             self.accepted.append(content)
+            message = delivery.message_of(sent)
+            if message is not None:
+                self.live_messages.append(message)  # live delivery edits it by its index
         self.feed(event)
+
+    async def edit_message(self, seq: int, content: str, index: int) -> None:
+        mentions = self.context.allowed_mentions
+        if not 0 <= index < len(self.live_messages):  # pragma: no cover - the core's own
+            error = RuntimeError(f"an edit of message {index}, which the stream did not create")
+            self.feed(Rejected(self.loop.time(), seq, DiscordFailure(None, None, error)))
+            return
+        message = self.live_messages[index]
+        edited = await ratelimit.deliver(
+            lambda: delivery.edit_message(message, content, allowed_mentions=mentions)
+        )
+        event = delivery.outcome(seq, self.loop.time(), edited)
+        if isinstance(event, Delivered) and index < len(self.accepted):
+            self.accepted[index] = content  # an edit replaces that message's content (F2)
+        self.feed(event)
+
+    async def await_turn(self, token: int) -> None:
+        """L2: wait for the channel's turn (shared by the process's live streams), then let
+        the core decide what the request carries."""
+        await ratelimit.turn(self.channel_id)
+        self.turn_task = None
+        self.feed(TurnGranted(self.loop.time(), token))
+
+    async def final_edit(self) -> bool:
+        """L4: when the call ends without the core's own final edit (the caller cancelled, or
+        the core broke off), the live message still shows the cursor: edit it to what it
+        shows, without the cursor. Shielded from the caller's cancellation and bounded by
+        `FINAL_EDIT_TIMEOUT`. True if the caller cancelled meanwhile."""
+        live = self.state.core.live
+        if live is None or not self.live_messages:
+            return False
+        message = self.live_messages[-1]
+        content = lives.final_content(live, self.state.tail, self.config)
+        if content is None or content == live.current or not content:
+            return False
+        mentions = self.context.allowed_mentions
+
+        async def edit() -> None:
+            await delivery.edit_message(message, content, allowed_mentions=mentions)
+
+        task = self.loop.create_task(edit())
+        hurried = False
+        try:
+            await asyncio.wait((task,), timeout=FINAL_EDIT_TIMEOUT)
+        except asyncio.CancelledError:
+            hurried = True
+        if not task.done():
+            ratelimit.cancel_requests(self.context.channel, {task})
+        return hurried
 
     async def send_embed(self, seq: int, embed: EmbedSpec) -> None:
         channel, mentions = self.context.channel, self.context.allowed_mentions

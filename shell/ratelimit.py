@@ -20,9 +20,20 @@ The budget is a property of the process (one bot token per process, as is usual)
 bookkeeping lives per event loop (`pacer()`), since a budget is counted on a loop's clock.
 Requests wait their turn first in first out. A `Pacer` keeps one `Window` per budget; a request
 may name more windows beside the global one (`acquire(*lanes)`), and goes out when all of them
-have room, without overtaking an earlier request held by the same window: that is where a
-per-channel budget (planned for live editing, L2) sits beside the global one, without a full
-channel holding up the others. cordstream names none today.
+have room, without overtaking an earlier request held by the same window.
+
+The channel's budget (L2)
+-------------------------
+Live delivery edits a message about once a second, and Discord allows about 5 message
+requests (creates and edits) per 5 s per channel (`DISCORD_CHANNEL`). Every live stream of the
+process in one channel shares one lane (`channel_lane`): a stream asks for its turn
+(`turn(channel_id)`) before each create, edit or embed, and the turns are given first in first
+out, so two or three streams in a channel take turns fairly. The lane spaces its requests
+evenly, `per / requests` apart plus `CHANNEL_MARGIN`, rather than letting 5 go at once and
+then none for 5 s: a burst is what leaves a live answer frozen for seconds, and the margin
+keeps Discord's window (opened by the first request it receives, a network hop later) from
+ever seeing one request too many. `set_channel_budget(budget)` changes it for the process
+(None: no channel pacing). Messages delivery does not use it (its sends keep the pace of E9).
 
 What is paced: message and embed sends wait for their turn (`deliver`); a typing indicator is
 cosmetic, so it goes out only when the budget has room at once (`Pacer.try_acquire`), and is
@@ -91,6 +102,8 @@ from cordstream.shell import delivery
 T = TypeVar("T")
 
 __all__ = [
+    "CHANNEL_MARGIN",
+    "DISCORD_CHANNEL",
     "DISCORD_GLOBAL",
     "MAX_RETRY_AFTER",
     "RETRY_DELAYS",
@@ -99,13 +112,18 @@ __all__ = [
     "Window",
     "background_requests",
     "cancel_requests",
+    "channel_budget",
+    "channel_lane",
+    "channel_spacing",
     "deliver",
     "discord_global_gate",
     "drain_background",
     "global_budget",
     "global_wait_end",
     "pacer",
+    "set_channel_budget",
     "set_global_budget",
+    "turn",
 ]
 
 
@@ -130,6 +148,12 @@ class Budget:
 DISCORD_GLOBAL: Final = Budget(50, 1.0)
 """Discord's global limit: 50 requests per second for a bot, over all routes."""
 
+DISCORD_CHANNEL: Final = Budget(5, 5.0)
+"""Discord's per-channel limit on message creates and edits: about 5 per 5 s (L2)."""
+
+CHANNEL_MARGIN: Final = 0.1
+"""Seconds added between two message requests in one channel (see "The channel's budget")."""
+
 RETRY_DELAYS: Final = (1.0, 2.0, 4.0, 8.0, 16.0)
 """The least wait before each new try of a send Discord answered 429 (one try per entry)."""
 
@@ -137,6 +161,7 @@ MAX_RETRY_AFTER: Final = 60.0
 """A 429 asking to wait longer than this (seconds) is not sent again."""
 
 _budget: Budget | None = DISCORD_GLOBAL
+_channel_budget: Budget | None = DISCORD_CHANNEL
 
 
 def global_budget() -> Budget | None:
@@ -154,6 +179,29 @@ def set_global_budget(budget: Budget | None) -> Budget | None:
     for each in list(_pacers.values()):
         each.budget_changed()
     return previous
+
+
+def channel_budget() -> Budget | None:
+    """The per-channel budget of live delivery's message requests (None: not paced)."""
+    return _channel_budget
+
+
+def set_channel_budget(budget: Budget | None) -> Budget | None:
+    """Pace every live stream's message requests under `budget` per channel from now on (None:
+    no channel pacing); returns the previous budget."""
+    global _channel_budget
+    if budget is not None and not isinstance(budget, Budget):
+        raise TypeError("set_channel_budget takes a Budget or None")
+    previous, _channel_budget = _channel_budget, budget
+    for each in list(_pacers.values()):
+        each.budget_changed()
+    return previous
+
+
+def channel_spacing(budget: Budget) -> Budget:
+    """The lane a channel's `budget` becomes: one request per `per / requests` seconds, plus
+    the margin (see "The channel's budget")."""
+    return Budget(1, budget.per / budget.requests + CHANNEL_MARGIN)
 
 
 # -- pacing --------------------------------------------------------------------------------------
@@ -190,6 +238,7 @@ Lane = tuple[Budget, Window]
 class _Waiter:
     future: asyncio.Future[None]
     lanes: tuple[Lane, ...]
+    with_global: bool = True
 
 
 class Pacer:
@@ -199,6 +248,7 @@ class Pacer:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = weakref.ref(loop)  # the registry of pacers must not keep loops alive
         self.window = Window()  # the global budget's
+        self.channels: dict[int, Window] = {}  # each channel's, for live delivery (L2)
         self.waiting: deque[_Waiter] = deque()
         self.wakeup: asyncio.TimerHandle | None = None
 
@@ -209,29 +259,29 @@ class Pacer:
             raise RuntimeError("the pacer's event loop is gone")
         return loop
 
-    def lanes(self, extra: tuple[Lane, ...]) -> tuple[Lane, ...]:
+    def lanes(self, extra: tuple[Lane, ...], with_global: bool = True) -> tuple[Lane, ...]:
         budget = _budget
-        return extra if budget is None else ((budget, self.window), *extra)
+        return extra if budget is None or not with_global else ((budget, self.window), *extra)
 
-    def try_acquire(self, *extra: Lane) -> bool:
+    def try_acquire(self, *extra: Lane, with_global: bool = True) -> bool:
         """Take a turn if one is free now and nobody is waiting; never waits."""
         if self.waiting:
             return False
         now = self.loop.time()
-        lanes = self.lanes(extra)
+        lanes = self.lanes(extra, with_global)
         if any(window.ready_at(budget, now) > now for budget, window in lanes):
             return False
         for budget, window in lanes:
             window.take(budget, now)
         return True
 
-    async def acquire(self, *extra: Lane) -> None:
+    async def acquire(self, *extra: Lane, with_global: bool = True) -> None:
         """Wait for this request's turn: every lane has room, and no earlier request waits on
-        a full lane this one shares."""
-        if self.try_acquire(*extra):
+        a full lane this one shares. `with_global=False`: the extra lanes only."""
+        if self.try_acquire(*extra, with_global=with_global):
             return
         future: asyncio.Future[None] = self.loop.create_future()
-        self.waiting.append(_Waiter(future, extra))
+        self.waiting.append(_Waiter(future, extra, with_global))
         self.grant()
         await future  # cancelled: the waiter is skipped (a turn given just before is spent)
 
@@ -256,7 +306,7 @@ class Pacer:
             waiter = waiting.popleft()
             if waiter.future.done():
                 continue  # cancelled while waiting
-            lanes = self.lanes(waiter.lanes)
+            lanes = self.lanes(waiter.lanes, waiter.with_global)
             blocked = False
             for budget, window in lanes:
                 if id(window) not in full:
@@ -291,6 +341,26 @@ def pacer() -> Pacer:
     if found is None:
         found = _pacers[loop] = Pacer(loop)
     return found
+
+
+def channel_lane(channel_id: int) -> Lane | None:
+    """The lane of `channel_id` under the channel budget, or None when channels are not paced."""
+    budget = _channel_budget
+    if budget is None:
+        return None
+    windows = pacer().channels
+    window = windows.get(channel_id)
+    if window is None:
+        window = windows[channel_id] = Window()
+    return channel_spacing(budget), window
+
+
+async def turn(channel_id: int) -> None:
+    """Wait for a live stream's turn to make a message request in `channel_id` (L2). The
+    global budget is not taken here: the request itself goes through `deliver`."""
+    lane = channel_lane(channel_id)
+    if lane is not None:
+        await pacer().acquire(lane, with_global=False)
 
 
 async def deliver(send: Callable[[], Awaitable[IOResultE[T]]]) -> IOResultE[T]:

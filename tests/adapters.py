@@ -130,7 +130,7 @@ def gemini_served(
 
 async def collect(provider: StreamProvider[ProcessedChunk]) -> list[ProcessedChunk]:
     """Every chunk of one stream, read to the end as the orchestrator sees them."""
-    stream = provider.start_stream(StreamConfig(), ADAPTER_ONLY)
+    stream = provider.start_stream(StreamConfig(delivery="messages"), ADAPTER_ONLY)
     try:
         return [provider.process_chunk(raw) async for raw in stream]
     finally:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from cordstream.domain import (
     ArmTimer,
@@ -74,6 +74,10 @@ class Driver:
     _feeding: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        # This driver plays messages delivery (E9, the reference's style), whatever the
+        # config's default; live delivery has its own (`tests.live_driver`).
+        if self.config.delivery != "messages":
+            self.config = replace(self.config, delivery="messages")
         self.state = initial_state(self.config, suppress_user_errors=self.suppress_user_errors)
 
     # -- feeding -------------------------------------------------------------------------

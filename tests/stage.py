@@ -67,7 +67,7 @@ class Stage:
         **context: object,
     ) -> StreamResult:
         return await self.orchestrator.stream_to_discord(
-            provider, config or StreamConfig(), self.context(**context)
+            provider, config or StreamConfig(delivery="messages"), self.context(**context)
         )
 
     @property

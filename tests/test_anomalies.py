@@ -33,7 +33,7 @@ def ready() -> Driver:
 
 
 def streaming() -> Driver:
-    driver = Driver(StreamConfig(humanizer_degree=1), auto_deliver=False)
+    driver = Driver(StreamConfig(delivery="messages", humanizer_degree=1), auto_deliver=False)
     driver.start()
     driver.text("Hello\n", "wor")  # message 1 in flight, "wor" in the tail
     return driver
@@ -114,7 +114,7 @@ def test_B1_a_late_event_is_a_no_op_without_a_record(case: Case) -> None:
 
 
 def test_B1_a_pause_a_stop_ended_early_may_still_report() -> None:
-    driver = Driver(StreamConfig(humanizer_degree=2), auto_deliver=False)
+    driver = Driver(StreamConfig(delivery="messages", humanizer_degree=2), auto_deliver=False)
     driver.start()
     driver.text("One line here.\n", "Two, a longer line.\n", "Three more words.\n", "Four")
     driver.deliver()  # the first message; the next waits for a typing pause (E9)
@@ -166,7 +166,7 @@ def test_B1_a_correct_driver_causes_no_anomaly(
     """Answer every request, end every pause and fire every timer as a correct shell does,
     in any interleaving: no result lists an anomaly (the `Driver` asserts it on `Finish`)."""
     answer = data.draw(answers())
-    config = StreamConfig(humanizer_degree=degree, max_message_length=max_len)
+    config = StreamConfig(delivery="messages", humanizer_degree=degree, max_message_length=max_len)
     driver = Driver(config, auto_deliver=auto)
     driver.start()
     for chunk in data.draw(chunkings(answer.markup)):
@@ -187,4 +187,4 @@ def test_B1_a_correct_driver_causes_no_anomaly(
 
 
 def test_B1_the_initial_state_has_no_anomaly() -> None:
-    assert initial_state(StreamConfig()).core.anomalies == ()
+    assert initial_state(StreamConfig(delivery="messages")).core.anomalies == ()

@@ -106,7 +106,7 @@ def shell(test: Test) -> Test:
 
 
 Chunk = TypeVar("Chunk")
-SMALL: Final = StreamConfig(max_message_length=200, flush_limit=0)
+SMALL: Final = StreamConfig(delivery="messages", max_message_length=200, flush_limit=0)
 GENERIC_EXCEPTION: Final = domain.DEFAULT_CATALOGUE.text("en", "exception.description")
 EXCEPTION_TITLE: Final = domain.DEFAULT_CATALOGUE.text("en", "exception.title")
 # domain.markdown's fence rule, restated independently: 3–16 backticks open (no more follow).
@@ -450,7 +450,7 @@ def ten_mb() -> str:
     return _big_text(TEN_MB)
 
 
-BIG: Final = StreamConfig(max_message_length=2000, flush_limit=0)
+BIG: Final = StreamConfig(delivery="messages", max_message_length=2000, flush_limit=0)
 
 
 @pytest.mark.parametrize("pieces", [1, 4], ids=["one-chunk", "four-chunks"])
@@ -737,7 +737,9 @@ def test_E3_core_a_fence_line_longer_than_a_message_fed_whole_stays_balanced() -
 def test_E3_core_a_fence_line_longer_than_a_message_in_chunks_is_as_when_fed_whole(
     size: int, degree: int
 ) -> None:
-    config = StreamConfig(max_message_length=200, flush_limit=0, humanizer_degree=degree)
+    config = StreamConfig(
+        delivery="messages", max_message_length=200, flush_limit=0, humanizer_degree=degree
+    )
     text = "intro\n" + LONG_INFO_FENCE + "after"
     whole, _ = _core([text], config)
     driver, _ = _core(_chunks(text, size), config)

@@ -21,7 +21,7 @@ from tests.driver import Driver, run
 
 
 def started() -> Driver:
-    driver = Driver(StreamConfig())
+    driver = Driver(StreamConfig(delivery="messages"))
     driver.start()
     return driver
 
@@ -302,7 +302,7 @@ def test_E4_a_tag_right_after_a_closed_fence_is_markup_again() -> None:
 def test_E4_a_stray_closing_tag_captures_every_queued_piece_as_written(degree: int) -> None:
     """At degree 0 (or while Discord is busy) several pieces wait in the outbox: all of them,
     joined as the model wrote them, become the reasoning."""
-    config = StreamConfig(humanizer_degree=degree)
+    config = StreamConfig(delivery="messages", humanizer_degree=degree)
     driver, result = run("one\ntwo\n\nthree\n</think>Answer\n", config=config, size=100)
     assert driver.messages == ["Answer"]
     assert result.thought_log is not None

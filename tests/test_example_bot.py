@@ -46,7 +46,9 @@ async def until(condition: Callable[[], bool]) -> None:
 
 def bot(s: Stage, server: ModelServer) -> Conversations:
     client = openai.AsyncOpenAI(base_url=server.url + "/v1", api_key="k", max_retries=0)
-    return Conversations(s.orchestrator, openai_provider(client, "local-model"), StreamConfig())
+    return Conversations(
+        s.orchestrator, openai_provider(client, "local-model"), StreamConfig(delivery="messages")
+    )
 
 
 async def say(

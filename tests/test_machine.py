@@ -120,10 +120,12 @@ EXITS: dict[str, Exit] = {
     "send_message_limit": Exit(
         "stopped_by_user",
         lambda d: d.text("ld\nmore\nx"),
-        StreamConfig(send_message_limit=1),
+        StreamConfig(delivery="messages", send_message_limit=1),
     ),
     "flush_limit": Exit(
-        "stopped_by_user", lambda d: d.text("ld\nmore\nx"), StreamConfig(flush_limit=1)
+        "stopped_by_user",
+        lambda d: d.text("ld\nmore\nx"),
+        StreamConfig(delivery="messages", flush_limit=1),
     ),
     "discord_failure": Exit(
         "error", _reject_then_end(DiscordFailure(50013, 403, Forbidden("Missing Permissions")))
@@ -196,7 +198,7 @@ def test_B1_events_after_finish_are_no_ops(name: str) -> None:
 
 
 def test_B2_started_arms_the_timer_at_now_plus_timeout() -> None:
-    driver = Driver(StreamConfig(inactivity_timeout=30.0))
+    driver = Driver(StreamConfig(delivery="messages", inactivity_timeout=30.0))
     driver.advance(5.0)
 
     effects = driver.start()
@@ -210,7 +212,7 @@ def test_B2_an_inactivity_timeout_under_a_second_is_kept_to_the_millisecond(
     timeout: float,
 ) -> None:
     """A timeout between 0 and 1 s is valid (B2): armed, moved and fired in its own unit."""
-    driver = Driver(StreamConfig(inactivity_timeout=timeout))
+    driver = Driver(StreamConfig(delivery="messages", inactivity_timeout=timeout))
     assert driver.start() == (ArmTimer(timeout),)
     driver.advance(timeout / 2)
     driver.text("Hello")  # moves the deadline
@@ -244,7 +246,7 @@ def test_B2_inactivity_timeout_ms_under_a_second_is_read_from_the_environment(
     ids=["text", "empty keep-alive", "text with usage", "done", "no call", "no error"],
 )
 def test_B2_any_chunk_moves_the_deadline_without_effects(chunk: object) -> None:
-    driver = Driver(StreamConfig(inactivity_timeout=30.0))
+    driver = Driver(StreamConfig(delivery="messages", inactivity_timeout=30.0))
     driver.start()
     driver.advance(10.0)
 
@@ -255,7 +257,7 @@ def test_B2_any_chunk_moves_the_deadline_without_effects(chunk: object) -> None:
 
 
 def test_B2_an_early_timer_rearms_at_the_current_deadline() -> None:
-    driver = Driver(StreamConfig(inactivity_timeout=30.0))
+    driver = Driver(StreamConfig(delivery="messages", inactivity_timeout=30.0))
     driver.start()
     driver.advance(10.0)
     driver.text("still ")
@@ -267,7 +269,7 @@ def test_B2_an_early_timer_rearms_at_the_current_deadline() -> None:
 
 
 def test_B2_a_stale_timer_is_a_no_op() -> None:
-    driver = Driver(StreamConfig(inactivity_timeout=30.0))
+    driver = Driver(StreamConfig(delivery="messages", inactivity_timeout=30.0))
     driver.start()
     driver.advance(10.0)
     driver.text("still ")
@@ -282,7 +284,7 @@ def test_B2_a_stale_timer_is_a_no_op() -> None:
 
 
 def test_B2_a_due_timer_times_out() -> None:
-    driver = Driver(StreamConfig(inactivity_timeout=30.0))
+    driver = Driver(StreamConfig(delivery="messages", inactivity_timeout=30.0))
     driver.start()
 
     driver.fire_timer()
@@ -293,7 +295,7 @@ def test_B2_a_due_timer_times_out() -> None:
 
 
 def test_B2_a_rearmed_timer_times_out_at_the_moved_deadline() -> None:
-    driver = Driver(StreamConfig(inactivity_timeout=30.0))
+    driver = Driver(StreamConfig(delivery="messages", inactivity_timeout=30.0))
     driver.start()
     driver.advance(10.0)
     driver.text("still ")
@@ -1103,7 +1105,7 @@ def test_C5_C7_a_system_stop_then_a_user_stop_the_first_stays() -> None:
 
 def _flush_limit_warning_in_flight() -> Driver:
     """flush_limit=1: "one" sent, the limit stops the stream, its warning embed is in flight."""
-    driver = Driver(StreamConfig(flush_limit=1), auto_deliver=False)
+    driver = Driver(StreamConfig(delivery="messages", flush_limit=1), auto_deliver=False)
     driver.start()
     driver.text("one\n", "two\n", "three")
     driver.deliver()  # "one"
@@ -1233,7 +1235,7 @@ def test_C5_C7_on_a_natural_outcome_stop_then_follow_up_the_stop_stays(outcome: 
 
 
 def test_C2_E9_a_stop_after_a_follow_up_delivers_without_typing_pauses() -> None:
-    driver = Driver(StreamConfig(humanizer_degree=2), auto_deliver=False)
+    driver = Driver(StreamConfig(delivery="messages", humanizer_degree=2), auto_deliver=False)
     driver.start()
     driver.text("First line\n", "Second line\n", "Third\n", "Fourth")
     assert driver.pending_send is not None  # "First line"
@@ -1250,7 +1252,7 @@ def test_C2_E9_a_stop_after_a_follow_up_delivers_without_typing_pauses() -> None
 
 
 def test_E9_B3_a_follow_up_during_a_typing_pause_ends_the_stream_at_once() -> None:
-    driver = Driver(StreamConfig(humanizer_degree=2))
+    driver = Driver(StreamConfig(delivery="messages", humanizer_degree=2))
     driver.start()
     driver.text("First line\n", "Second line\n", "Third")
     assert driver.pause is not None
@@ -1346,7 +1348,7 @@ def test_F2_refused_message_is_not_accumulated() -> None:
 
 
 def test_F3_send_message_limit_stops_quietly() -> None:
-    driver = Driver(StreamConfig(send_message_limit=2))
+    driver = Driver(StreamConfig(delivery="messages", send_message_limit=2))
     driver.start()
 
     driver.text("one\n", "two\n", "three\n", "four")
@@ -1360,7 +1362,7 @@ def test_F3_send_message_limit_stops_quietly() -> None:
 
 
 def test_F3_flush_limit_stops_with_one_warning_embed() -> None:
-    driver = Driver(StreamConfig(flush_limit=2))
+    driver = Driver(StreamConfig(delivery="messages", flush_limit=2))
     driver.start()
 
     driver.text("one\n", "two\n", "three\n", "four\n", "five")
@@ -1375,7 +1377,7 @@ def test_F3_flush_limit_stops_with_one_warning_embed() -> None:
 
 
 def test_F3_limit_reached_by_the_final_flush_stops_too() -> None:
-    driver = Driver(StreamConfig(send_message_limit=1))
+    driver = Driver(StreamConfig(delivery="messages", send_message_limit=1))
     driver.start()
     driver.text("one\n", "two")
 
@@ -1387,7 +1389,10 @@ def test_F3_limit_reached_by_the_final_flush_stops_too() -> None:
 
 @pytest.mark.parametrize(
     "config",
-    [StreamConfig(send_message_limit=2), StreamConfig(flush_limit=2)],
+    [
+        StreamConfig(delivery="messages", send_message_limit=2),
+        StreamConfig(delivery="messages", flush_limit=2),
+    ],
     ids=["send_message_limit", "flush_limit"],
 )
 def test_F3_answer_exactly_at_the_limit_completes(config: StreamConfig) -> None:
@@ -1596,7 +1601,7 @@ def test_F2_a_surrogate_pair_is_sent_as_its_character_even_split_across_chunks(s
 
 @pytest.mark.parametrize("size", [1, 7, 1000])
 def test_E7_a_message_is_never_cut_between_the_halves_of_a_pair(size: int) -> None:
-    config = StreamConfig(max_message_length=200, flush_limit=0)
+    config = StreamConfig(delivery="messages", max_message_length=200, flush_limit=0)
     for before in (198, 199, 200):
         text = "a" * before + PAIR + "b" * 50
         driver, result = run(text, config=config, size=size)
@@ -1615,7 +1620,7 @@ class _Unvalidated(TextChunk):
 
 
 def test_B1_a_textchunk_subclass_with_bad_content_is_checked_not_trusted() -> None:
-    driver = Driver(StreamConfig())
+    driver = Driver(StreamConfig(delivery="messages"))
     driver.start()
     driver.text("done\n", "pending")
     driver.chunk(_Unvalidated(None))  # type: ignore[arg-type]
@@ -1630,7 +1635,7 @@ def test_B1_an_honest_subclass_is_delivered_like_its_parent() -> None:
     class Honest(TextChunk):
         pass
 
-    driver = Driver(StreamConfig())
+    driver = Driver(StreamConfig(delivery="messages"))
     driver.start()
     driver.chunk(Honest("from a subclass"))
     assert driver.end().accumulated_text == "from a subclass"
@@ -1659,7 +1664,7 @@ def _smuggled(chunk: object, field_name: str, value: object) -> object:
 def test_B1_a_field_set_after_validation_is_an_error_result_not_an_exception(
     build: Callable[[], object],
 ) -> None:
-    driver = Driver(StreamConfig())
+    driver = Driver(StreamConfig(delivery="messages"))
     driver.start()
     driver.text("done\n", "pending")
     driver.chunk(build())
@@ -1683,7 +1688,7 @@ def _localized(driver: Driver) -> list[str]:
 )
 def test_G5_every_embed_the_stream_composes_is_in_its_locale(ending: str) -> None:
     catalogue = DEFAULT_CATALOGUE.with_locale("pt", {k: f"PT {v}" for k, v in ENGLISH.items()})
-    config = StreamConfig(inactivity_timeout=5.0, flush_limit=1)
+    config = StreamConfig(delivery="messages", inactivity_timeout=5.0, flush_limit=1)
     driver = Driver(config)
     driver.state = initial_state(config, locale="pt", catalogue=catalogue)
     driver.start()

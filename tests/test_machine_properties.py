@@ -112,6 +112,7 @@ class StreamMachine(RuleBasedStateMachine):
         self, answer: Answer, data: st.DataObject, max_len: int, degree: int, limit: int
     ) -> None:
         config = StreamConfig(
+            delivery="messages",
             inactivity_timeout=30.0,
             max_message_length=max_len,
             humanizer_degree=degree,
@@ -480,7 +481,9 @@ def test_E10_the_fast_path_changes_nothing(data: st.DataObject, max_len: int, de
     """The machine skips segmentation for plain chunks; that must not change a single message."""
     answer = data.draw(answers(blocks=False))
     chunks = data.draw(chunkings(answer.visible))
-    config = StreamConfig(max_message_length=max_len, humanizer_degree=degree, flush_limit=0)
+    config = StreamConfig(
+        delivery="messages", max_message_length=max_len, humanizer_degree=degree, flush_limit=0
+    )
     driver = Driver(config)
     driver.start()
     driver.text(*chunks)
@@ -523,7 +526,9 @@ def test_E6_the_channel_shows_the_answer_as_written(
     reach the channel as the model wrote them, whichever pieces end up sharing a message."""
     answer = data.draw(answers(long_lines=data.draw(st.booleans()), split_code=False))
     chunks = data.draw(chunkings(answer.markup))
-    config = StreamConfig(max_message_length=max_len, humanizer_degree=degree, flush_limit=0)
+    config = StreamConfig(
+        delivery="messages", max_message_length=max_len, humanizer_degree=degree, flush_limit=0
+    )
     driver = Driver(config, auto_deliver=False)
     driver.start()
     for chunk in chunks:

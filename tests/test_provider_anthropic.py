@@ -731,7 +731,7 @@ async def test_the_sdk_retry_on_429_still_works_through_the_adapter() -> None:
             provider,
         ),
     ):
-        result = await s.stream(provider, StreamConfig(inactivity_timeout=30))
+        result = await s.stream(provider, StreamConfig(delivery="messages", inactivity_timeout=30))
     assert result.status == "completed"
     assert s.contents == ["Worth the wait."]
     assert [seen.headers["x-stainless-retry-count"] for seen in server.seen] == ["0", "1"]
@@ -994,7 +994,7 @@ async def test_closing_the_adapter_between_chunks_closes_the_http_stream() -> No
     frames = wire(message_start(), *text_block(0, "Some", " text")[:-1])
     async with recorded(frames) as (served, responses):
         provider = claude(served.client, max_tokens=64)
-        iterator = provider.start_stream(StreamConfig(), adapters.ADAPTER_ONLY)
+        iterator = provider.start_stream(StreamConfig(delivery="messages"), adapters.ADAPTER_ONLY)
         seen = [provider.process_chunk(await anext(iterator)) for _ in range(3)]
         assert adapters.text_of(seen) == "Some"
         assert not responses[0].is_closed
@@ -1006,7 +1006,7 @@ async def test_closing_early_leaves_no_task_behind() -> None:
     # The core closes the adapter right after a FunctionCallChunk, before the SDK's generator
     # is exhausted; the adapter closes it then, not the garbage collector in a task of its own.
     async with model(two_tool_calls()) as (_, provider):
-        iterator = provider.start_stream(StreamConfig(), adapters.ADAPTER_ONLY)
+        iterator = provider.start_stream(StreamConfig(delivery="messages"), adapters.ADAPTER_ONLY)
         async for raw in iterator:
             if isinstance(raw, domain.FunctionCallChunk):
                 break

@@ -282,7 +282,9 @@ async def end_hanging_stream(
     """Run `provider` (it hangs after its first chunk) to the given ending."""
     loop = asyncio.get_running_loop()
     channel = s.channel.id
-    config = StreamConfig(inactivity_timeout=TIMEOUT if ending == "timeout" else 120)
+    config = StreamConfig(
+        delivery="messages", inactivity_timeout=TIMEOUT if ending == "timeout" else 120
+    )
     task = spawn(
         call(s, provider, config, entry=entry, timeout=AT if ending == "caller-timeout" else None)
     )
@@ -453,7 +455,9 @@ async def test_B1_B10_whatever_aclose_does_the_call_gives_its_result(kind: str, 
         iterator = Stream(chunks, then_hang=then_hang)
         iterator.aclose = _aclose_behaviours(probe)[kind]  # type: ignore[attr-defined]
         provider = GenProvider(lambda _: iterator, probe=probe)
-        config = StreamConfig(inactivity_timeout=TIMEOUT if end == "timeout" else 120)
+        config = StreamConfig(
+            delivery="messages", inactivity_timeout=TIMEOUT if end == "timeout" else 120
+        )
         if end == "stop":
             asyncio.get_running_loop().call_later(
                 AT, s.orchestrator.request_stop, s.channel.id, "bob"
@@ -547,7 +551,9 @@ async def test_B2_B3_B10_a_finally_that_hangs_is_cut_off_at_the_budget(ending: s
             loop.call_later(AT, s.orchestrator.request_stop, s.channel.id, "bob", "ctx")
         elif ending == "follow-up":
             loop.call_later(AT, s.orchestrator.request_follow_up, s.channel.id, "bob")
-        outcome = await call(s, provider, StreamConfig(inactivity_timeout=inactivity))
+        outcome = await call(
+            s, provider, StreamConfig(delivery="messages", inactivity_timeout=inactivity)
+        )
         assert outcome.escaped is None, f"escaped: {outcome.escaped!r}"
         assert outcome.result is not None
         assert outcome.result.status == status
@@ -639,7 +645,9 @@ async def test_B11_the_caller_cancelling_while_the_cleanup_hangs_ends_the_call_a
         before = other_tasks()
         loop = asyncio.get_running_loop()
         provider = GenProvider(make)
-        config = StreamConfig(inactivity_timeout=TIMEOUT if end == "timeout" else 120)
+        config = StreamConfig(
+            delivery="messages", inactivity_timeout=TIMEOUT if end == "timeout" else 120
+        )
         task = spawn(call(s, provider, config))
         if end == "stop":
             loop.call_later(AT, s.orchestrator.request_stop, s.channel.id, "bob")
@@ -697,7 +705,9 @@ async def test_A_the_caller_timeout_firing_after_the_result_still_finds_a_clean_
         outer = asyncio.current_task()
         assert outer is not None
         async with asyncio.timeout(60):
-            result = await s.stream(provider, StreamConfig(inactivity_timeout=TIMEOUT))
+            result = await s.stream(
+                provider, StreamConfig(delivery="messages", inactivity_timeout=TIMEOUT)
+            )
             await asyncio.sleep(1)  # would raise if a cancellation were left pending
         assert result.status == "timeout"
         assert outer.cancelling() == 0

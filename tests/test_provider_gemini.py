@@ -837,7 +837,9 @@ async def test_closing_between_responses_closes_the_http_stream_without_the_gc(
     gc.disable()  # the SDK's own response chain is only freed by the collector
     try:
         async with served(reply, transport=transport) as g:
-            stream = provider(g.client).start_stream(StreamConfig(), adapters.ADAPTER_ONLY)
+            stream = provider(g.client).start_stream(
+                StreamConfig(delivery="messages"), adapters.ADAPTER_ONLY
+            )
             first = await anext(stream)
             assert isinstance(first, domain.TextChunk)
             assert first.content == "One"

@@ -966,7 +966,9 @@ async def test_G1_the_embed_says_the_adapters_headline_in_the_streams_locale() -
     async with stage() as s, served(RATE_LIMITED) as server:
         orchestrator = StreamOrchestrator(s.stops, catalogue=german)
         context = s.context(locale="de-AT")
-        result = await orchestrator.stream_to_discord(chat(server.client), StreamConfig(), context)
+        result = await orchestrator.stream_to_discord(
+            chat(server.client), StreamConfig(delivery="messages"), context
+        )
         assert result.status == "error"
         (embed,) = s.embeds
         assert embed["title"] == "Ratenbegrenzung"
@@ -1143,7 +1145,7 @@ def hanging(
 async def test_aclose_mid_stream_closes_the_http_response() -> None:
     async with hanging([ROLE, chunk({"content": "Hello"})]) as server:
         provider = chat(server.client)
-        stream = provider.start_stream(StreamConfig(), adapters.ADAPTER_ONLY)
+        stream = provider.start_stream(StreamConfig(delivery="messages"), adapters.ADAPTER_ONLY)
         assert isinstance(stream, AsyncIterator)
         first = provider.process_chunk(await anext(stream))
         second = provider.process_chunk(await anext(stream))

@@ -389,7 +389,9 @@ async def test_F4_a_stream_keeps_its_order_when_one_of_its_messages_is_sent_agai
         # 7 429s: discord.py's five for the 4th line's message, then two of cordstream's tries.
         limit = Do(lambda: s.api.inject(RateLimited(retry_after=0.2), route="send", times=7))
         provider = ScriptProvider([*lines[:3], Sleep(0.5), limit, *lines[3:]])
-        result = await s.stream(provider, StreamConfig(max_message_length=200, flush_limit=0))
+        result = await s.stream(
+            provider, StreamConfig(delivery="messages", max_message_length=200, flush_limit=0)
+        )
         assert result.status == "completed"
         assert _sends(s, before).count(429) == 7
         contents = s.contents
@@ -424,7 +426,9 @@ async def _many_streams(
         asyncio.gather(
             *(
                 s.orchestrator.stream_to_discord(
-                    ScriptProvider(list(answer)), StreamConfig(), StreamContext(channel)
+                    ScriptProvider(list(answer)),
+                    StreamConfig(delivery="messages"),
+                    StreamContext(channel),
                 )
                 for channel in channels
             )
@@ -560,7 +564,7 @@ async def test_B11_requests_waiting_on_the_lock_are_cancelled_at_once_and_never_
         await asyncio.sleep(0.5)
         waiting = asyncio.create_task(
             s.orchestrator.stream_to_discord(
-                ScriptProvider(["Hi"]), StreamConfig(), StreamContext(other)
+                ScriptProvider(["Hi"]), StreamConfig(delivery="messages"), StreamContext(other)
             )
         )
         await asyncio.sleep(0.5)
@@ -593,7 +597,7 @@ async def test_B11_a_lock_opened_early_by_another_request_is_left_open() -> None
         long_wait = asyncio.create_task(s.stream(ScriptProvider(["Hello"])))
         short_wait = asyncio.create_task(
             s.orchestrator.stream_to_discord(
-                ScriptProvider(["Hi"]), StreamConfig(), StreamContext(other)
+                ScriptProvider(["Hi"]), StreamConfig(delivery="messages"), StreamContext(other)
             )
         )
         await asyncio.sleep(1.0)
@@ -717,7 +721,9 @@ def test_B11_callers_cancelling_at_random_moments_during_429_waits_never_wedge_t
                 tasks.append(
                     asyncio.create_task(
                         s.orchestrator.stream_to_discord(
-                            ScriptProvider(steps), StreamConfig(), StreamContext(channel)
+                            ScriptProvider(steps),
+                            StreamConfig(delivery="messages"),
+                            StreamContext(channel),
                         )
                     )
                 )
@@ -780,7 +786,9 @@ async def test_B11_a_caller_cancelling_during_a_global_429_on_any_route_frees_ev
         other = s.client.get_partial_messageable(s.api.add_channel("other"))
         s.api.inject(RateLimited(retry_after=2.0, is_global=True), route=route)
         provider = ScriptProvider(["Hello\n", "two\n", "three"])
-        first = asyncio.create_task(s.stream(provider, StreamConfig(humanizer_degree=2)))
+        first = asyncio.create_task(
+            s.stream(provider, StreamConfig(delivery="messages", humanizer_degree=2))
+        )
         await asyncio.sleep(cancel_at)
         assert not _gate(s).is_set()  # the cancel lands inside discord.py's global wait
         first.cancel()

@@ -239,7 +239,9 @@ async def test_G4_shell_an_echoed_token_key_value_or_private_url_never_reaches_d
         orchestrator = _orchestrator()
         orchestrator.register_secret(LATER)
         provider = KeyedProvider(["Partial answer\n", failure])
-        result = await orchestrator.stream_to_discord(provider, StreamConfig(), context)
+        result = await orchestrator.stream_to_discord(
+            provider, StreamConfig(delivery="messages"), context
+        )
         assert result.status == "error"
         embeds = [m.embeds[0] for m in api.messages() if m.embeds]
         assert len(embeds) == 1  # the error was reported ...
@@ -254,7 +256,9 @@ async def test_G4_shell_the_client_key_of_a_provider_without_a_hook_is_hidden() 
     async with _discord() as (api, context):
         provider = ScriptProvider([ErrorChunk(_error(f"bad key {API_KEY}"))])
         provider.client = SimpleNamespace(api_key=API_KEY)  # type: ignore[attr-defined]
-        result = await _orchestrator().stream_to_discord(provider, StreamConfig(), context)
+        result = await _orchestrator().stream_to_discord(
+            provider, StreamConfig(delivery="messages"), context
+        )
         assert result.status == "error"
         _assert_hidden(_everything_sent(api), API_KEY)
 

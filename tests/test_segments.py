@@ -12,6 +12,7 @@ import math
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -56,7 +57,7 @@ class Pieces:
         return [p.text for p in segments.flush(self.seg, self.tail, close_markers=True)]
 
 
-def started(**config: int) -> Driver:
+def started(**config: Any) -> Driver:
     """A driver whose stream has started, every send accepted at once."""
     driver = Driver(StreamConfig(**config))
     driver.start()

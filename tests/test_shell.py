@@ -112,7 +112,7 @@ async def test_B1_a_channel_without_an_id_is_an_error_result_not_an_exception() 
 
     orchestrator = StreamOrchestrator()
     result = await orchestrator.stream_to_discord(
-        ScriptProvider(["x"]), StreamConfig(), StreamContext(NoId())
+        ScriptProvider(["x"]), StreamConfig(delivery="messages"), StreamContext(NoId())
     )
     assert result.status == "error"
     assert isinstance(result.data, TypeError)
@@ -123,7 +123,7 @@ async def test_B2_the_deadline_fires_while_the_provider_hangs() -> None:
         loop = asyncio.get_running_loop()
         provider = ScriptProvider(["Thinking out loud\n", Sleep(2), "more", Hang()])
         start = loop.time()
-        result = await s.stream(provider, StreamConfig(inactivity_timeout=30))
+        result = await s.stream(provider, StreamConfig(delivery="messages", inactivity_timeout=30))
         elapsed = loop.time() - start
         assert result.status == "timeout"
         assert 32.0 <= elapsed <= 32.05  # the last chunk at 2 s, then 30 s of silence
@@ -136,7 +136,7 @@ async def test_B2_any_chunk_rearms_the_deadline_even_empty_keep_alives() -> None
         for _ in range(5):
             steps += [Sleep(20), ""]  # keep-alive text every 20 s, timeout is 30 s
         provider = ScriptProvider([*steps, "done"])
-        result = await s.stream(provider, StreamConfig(inactivity_timeout=30))
+        result = await s.stream(provider, StreamConfig(delivery="messages", inactivity_timeout=30))
         assert result.status == "completed"
         assert s.contents == ["done"]
 
@@ -273,7 +273,7 @@ async def test_B10_B11_every_exit_closes_the_provider_and_leaves_nothing_behind(
     async with stage() as s:
         before = other_tasks()
         provider = ScriptProvider(steps)
-        await s.stream(provider, StreamConfig(inactivity_timeout=5))
+        await s.stream(provider, StreamConfig(delivery="messages", inactivity_timeout=5))
         assert provider.closed
         assert other_tasks() <= before
         assert s.stops.listening() == 0
@@ -298,7 +298,7 @@ async def test_B12_timeout_flushes_then_sends_the_timeout_embed() -> None:
     async with stage() as s:
         result = await s.stream(
             ScriptProvider(["Line\n", "half a sentence", Hang()]),
-            StreamConfig(inactivity_timeout=5),
+            StreamConfig(delivery="messages", inactivity_timeout=5),
         )
         assert result.status == "timeout"
         messages = s.api.messages()
@@ -346,8 +346,10 @@ async def test_C_streams_in_two_channels_stop_independently() -> None:
         second = ScriptProvider(["b\n", Sleep(3), "c"])
         loop.call_later(1, s.orchestrator.request_stop, s.channel.id, "user-1")
         results = await asyncio.gather(
-            s.stream(first, StreamConfig(inactivity_timeout=60)),
-            s.orchestrator.stream_to_discord(second, StreamConfig(), StreamContext(other)),
+            s.stream(first, StreamConfig(delivery="messages", inactivity_timeout=60)),
+            s.orchestrator.stream_to_discord(
+                second, StreamConfig(delivery="messages"), StreamContext(other)
+            ),
         )
         assert [r.status for r in results] == ["stopped_by_user", "completed"]
 
@@ -436,7 +438,9 @@ async def test_B9_F2_every_ending_carries_the_messages_the_channel_holds(name: s
     status, ending, flushed = ENDINGS[name]
     async with stage() as s:
         steps: list[Step] = ["one\ntwo\nthr", Sleep(1), "ee\nfour\nfi", Sleep(1), *ending(s)]
-        result = await s.stream(ScriptProvider(steps), StreamConfig(inactivity_timeout=5))
+        result = await s.stream(
+            ScriptProvider(steps), StreamConfig(delivery="messages", inactivity_timeout=5)
+        )
         assert result.status == status
         assert result.messages == ("one\ntwo", "three\nfour", *flushed) == tuple(s.contents)
         assert result.accumulated_text == "\n".join(result.messages) == s.api.text()
@@ -446,7 +450,9 @@ async def test_B9_F2_every_ending_carries_the_messages_the_channel_holds(name: s
 async def test_F3_the_send_message_limit_stops_quietly() -> None:
     async with stage() as s:
         steps = ["one\n", Sleep(1), "two\n", Sleep(1), "three\n", Sleep(1), "four"]
-        result = await s.stream(ScriptProvider(steps), StreamConfig(send_message_limit=2))
+        result = await s.stream(
+            ScriptProvider(steps), StreamConfig(delivery="messages", send_message_limit=2)
+        )
         assert result.status == "stopped_by_user"
         assert result.stop_reason == "send_message_limit"
         assert s.contents == ["one", "two"]
@@ -543,7 +549,7 @@ async def test_G7_suppress_user_errors_sends_no_embed_and_changes_no_status() ->
     async with stage() as s:
         result = await s.stream(
             ScriptProvider(["x\n", Hang()]),
-            StreamConfig(inactivity_timeout=5),
+            StreamConfig(delivery="messages", inactivity_timeout=5),
             suppress_user_errors=True,
         )
         assert result.status == "timeout"
@@ -558,7 +564,8 @@ async def test_E9_humanizer_2_types_before_each_further_message() -> None:
         loop = asyncio.get_running_loop()
         start = loop.time()
         await s.stream(
-            ScriptProvider(["one\n", "two\n", "three"]), StreamConfig(humanizer_degree=2)
+            ScriptProvider(["one\n", "two\n", "three"]),
+            StreamConfig(delivery="messages", humanizer_degree=2),
         )
         kinds = [r.kind for r in s.api.requests if r.kind in ("send", "typing")]
         assert kinds == ["send", "typing", "send", "typing", "send"]
@@ -572,7 +579,8 @@ async def test_E9_a_stop_interrupts_the_typing_pause() -> None:
         loop.call_later(1.0, s.orchestrator.request_stop, s.channel.id, "user-1")
         start = loop.time()
         result = await s.stream(
-            ScriptProvider([text, Hang()]), StreamConfig(humanizer_degree=2, inactivity_timeout=60)
+            ScriptProvider([text, Hang()]),
+            StreamConfig(delivery="messages", humanizer_degree=2, inactivity_timeout=60),
         )
         assert result.status == "stopped_by_user"
         assert loop.time() - start < 1.1  # the 4 s pause was cut short
@@ -676,7 +684,7 @@ async def test_B2_B13_a_fault_in_the_timer_callback_ends_a_hanging_stream(
         loop = asyncio.get_running_loop()
         provider = ScriptProvider(["Line\n", "pending", Hang()])
         start = loop.time()
-        result = await s.stream(provider, StreamConfig(inactivity_timeout=30))
+        result = await s.stream(provider, StreamConfig(delivery="messages", inactivity_timeout=30))
         assert 30 <= loop.time() - start <= 30.05
         assert result.status == "error"
         assert str(result.data) == CORE_BUG

@@ -34,7 +34,9 @@ async def test_B1_an_answer_fed_twice_is_listed_and_logged(
     async with local_discord() as (api, _, channel):
         with caplog.at_level(logging.WARNING, logger="cordstream"):
             result = await StreamOrchestrator().stream_to_discord(
-                provider, StreamConfig(humanizer_degree=1), StreamContext(channel)
+                provider,
+                StreamConfig(delivery="messages", humanizer_degree=1),
+                StreamContext(channel),
             )
         assert result.status == "completed"
         assert result.accumulated_text == api.text() == "One line.\nTwo lines."
@@ -53,7 +55,9 @@ async def test_B1_a_correct_shell_feeds_no_impossible_event(
     async with local_discord() as (_, _, channel):
         with caplog.at_level(logging.WARNING, logger="cordstream"):
             result = await StreamOrchestrator().stream_to_discord(
-                provider, StreamConfig(humanizer_degree=1), StreamContext(channel)
+                provider,
+                StreamConfig(delivery="messages", humanizer_degree=1),
+                StreamContext(channel),
             )
     assert result.anomalies == ()
     assert not [r for r in caplog.records if r.name == "cordstream"]

@@ -461,7 +461,7 @@ async def _stop_internally_during_a_typing_pause_with_a_global_429(s: Stage) -> 
     loop = asyncio.get_running_loop()
     loop.call_later(1.0, s.orchestrator.request_stop, s.channel.id, "channel_deleted")
     provider = ScriptProvider(["first line\n", "second line\n", "third\n", Hang()])
-    result = await s.stream(provider, StreamConfig(humanizer_degree=2))
+    result = await s.stream(provider, StreamConfig(delivery="messages", humanizer_degree=2))
     # The typing pause before "second line" was cancelled in its global 429 wait.
     assert (result.status, result.stop_reason) == ("stopped_by_user", "channel_deleted")
 

@@ -119,7 +119,9 @@ def test_the_soaks_faults_are_what_they_say() -> None:
 
     async def drive(cleanup: Cleanup, reaction: Reaction) -> tuple[SoakProvider, list[str]]:
         provider = SoakProvider(("a", Hang()), cleanup=cleanup, reaction=reaction)
-        iterator = provider.start_stream(StreamConfig(), cast(StreamContext, None))
+        iterator = provider.start_stream(
+            StreamConfig(delivery="messages"), cast(StreamContext, None)
+        )
         seen: list[str] = []
         assert await anext(iterator) == TextChunk("a")
         pending = asyncio.ensure_future(anext(iterator))
@@ -212,7 +214,7 @@ def honest_outcome(text: str = "Hello", **plan: Any) -> Outcome:
         index=0,
         steps=(text,),
         tail="end",
-        config=StreamConfig(inactivity_timeout=5.0),
+        config=StreamConfig(delivery="messages", inactivity_timeout=5.0),
         faults=(),
         requests=(),
         reply=False,
@@ -615,7 +617,7 @@ async def test_F2_a_message_in_flight_when_the_core_fails_is_in_the_result() -> 
 
 
 def test_E4_a_think_block_after_an_overflow_cut_through_inline_code_is_not_sent() -> None:
-    driver = Driver(config=StreamConfig(humanizer_degree=1))
+    driver = Driver(config=StreamConfig(delivery="messages", humanizer_degree=1))
     driver.start()
     driver.text("y" * 1001 + "`x`", "<think>SECRET</think>z")
     result = driver.end()

@@ -224,7 +224,7 @@ async def test_C5_a_stop_during_an_internal_stop_stays_in_the_registry() -> None
         s.api.inject(Delay(2.0), route="send")  # the flush-limit warning, slow
         provider = ScriptProvider(["one\n", "two\n", "three", Hang()])
         loop.call_later(0.5, s.orchestrator.request_stop, s.channel.id, "bob", "ctx")
-        result = await s.stream(provider, StreamConfig(flush_limit=1))
+        result = await s.stream(provider, StreamConfig(delivery="messages", flush_limit=1))
         assert result.status == "stopped_by_user"
         assert result.stop_reason == "flush_limit"
         assert result.stop_context is None

@@ -42,7 +42,9 @@ from tests.fuzz import examples
 
 
 def _fresh(degree: int = 1) -> StreamState:
-    return initial_state(StreamConfig(humanizer_degree=degree, max_message_length=200))
+    return initial_state(
+        StreamConfig(delivery="messages", humanizer_degree=degree, max_message_length=200)
+    )
 
 
 def _started(*events: Event, degree: int = 1) -> StreamState:

@@ -57,9 +57,13 @@ async def dice(arguments: Mapping[str, object]) -> object:
     return {"rolled": sides}  # deterministic: the "highest" face
 
 
+MESSAGES = StreamConfig(delivery="messages")  # these tests pin messages delivery (E9)
+
+
 async def turn(s: Stage, provider: Conversation, **options: Any) -> TurnResult:
     reply = s.api.post_user_message("@bot roll")
     context = s.context(reply_to=s.channel.get_partial_message(reply))
+    options.setdefault("config", MESSAGES)
     return await run_turn(s.orchestrator, provider, context, **options)
 
 
@@ -72,7 +76,9 @@ async def test_a_tool_round_then_the_answer_sums_usage_and_replies_once() -> Non
     async with stage() as s:
         reply = s.api.post_user_message("@bot roll a d20")
         context = s.context(reply_to=s.channel.get_partial_message(reply))
-        result = await run_turn(s.orchestrator, provider, context, tools={"dice": dice})
+        result = await run_turn(
+            s.orchestrator, provider, context, tools={"dice": dice}, config=MESSAGES
+        )
         assert result.status == "completed"
         assert [seg.status for seg in result.segments] == ["function_call", "completed"]
         assert result.usage == TokenUsage(40, 12)

@@ -1,0 +1,267 @@
+"""A synchronous stand-in for the shell and the channel, for tests of live delivery (SPEC L).
+
+`LiveDriver` feeds events to `step` and answers the effects as the shell and Discord would:
+a turn is granted (`AwaitTurn` → `TurnGranted`), a create adds a message to the channel, an
+edit replaces the content of the stream's open message, and each message keeps its history
+of contents, so a test can check L3 on every state a user saw. With `auto`, turns are granted
+and requests accepted as soon as they are made (a channel without a budget); without it the
+test grants and delivers by hand (`grant`, `deliver`) and keeps the clock (`advance`).
+
+On every result it checks F2 and L8: `result.messages` is what the channel holds, in order.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from cordstream.domain import (
+    ArmTimer,
+    AwaitTurn,
+    ChunkArrived,
+    CloseProvider,
+    ConsumeRequest,
+    Delivered,
+    DiscordFailure,
+    EditMessage,
+    Effect,
+    Event,
+    Finish,
+    PauseOver,
+    ProviderCrashed,
+    ProviderEnded,
+    Rejected,
+    SendEmbed,
+    SendMessage,
+    Started,
+    StopRequest,
+    StopRequested,
+    StreamConfig,
+    StreamResult,
+    StreamState,
+    TextChunk,
+    TimerFired,
+    TurnGranted,
+    TypingPause,
+    initial_state,
+    step,
+)
+from cordstream.domain.embeds import EmbedSpec
+
+Request = SendMessage | EditMessage | SendEmbed
+
+
+def live(**fields: object) -> StreamConfig:
+    """A live-delivery config."""
+    return StreamConfig(delivery="live", **fields)  # type: ignore[arg-type]
+
+
+@dataclass
+class LiveDriver:
+    config: StreamConfig = field(default_factory=live)
+    auto: bool = True
+    now: float = 0.0
+    state: StreamState = field(init=False)
+    effects: list[Effect] = field(default_factory=list)
+    channel: list[str] = field(default_factory=list)  # each message's current content
+    history: list[list[str]] = field(default_factory=list)  # each message's contents, in order
+    embeds: list[EmbedSpec] = field(default_factory=list)
+    turn: AwaitTurn | None = None
+    in_flight: Request | None = None
+    typing: TypingPause | None = None
+    typing_shown: int = 0  # typing indicators shown
+    armed: float | None = None
+    consumed: list[StopRequest] = field(default_factory=list)
+    closed: bool = False
+    reject_next: list[DiscordFailure] = field(default_factory=list)
+    requests: list[Request] = field(default_factory=list)
+    open_index: int | None = None  # the channel index of the message last changed
+    mine: list[int] = field(default_factory=list)  # channel index of each message created
+    deleted: set[int] = field(default_factory=set)
+
+    _events: deque[Event] = field(default_factory=deque, init=False, repr=False)
+    _feeding: bool = field(default=False, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        assert self.config.delivery == "live"
+        self.state = initial_state(self.config)
+
+    # -- feeding -------------------------------------------------------------------------
+
+    def feed(self, event: Event) -> None:
+        self._events.append(event)
+        if self._feeding:
+            return
+        self._feeding = True
+        try:
+            while self._events:
+                self.state, effects = step(self.state, self._events.popleft())
+                self.effects.extend(effects)
+                for effect in effects:
+                    self._note(effect)
+        finally:
+            self._feeding = False
+
+    def start(self, pending: StopRequest | None = None) -> None:
+        self.feed(Started(self.now, pending))
+
+    def text(self, *pieces: str) -> None:
+        for piece in pieces:
+            self.feed(ChunkArrived(self.now, TextChunk(piece)))
+
+    def stream(self, text: str, size: int) -> None:
+        self.text(*(text[i : i + size] for i in range(0, len(text), size)))
+
+    def chunk(self, chunk: object) -> None:
+        self.feed(ChunkArrived(self.now, chunk))
+
+    def feed_end(self) -> None:
+        """The provider ran out; Discord's answers are left to the test."""
+        self.feed(ProviderEnded(self.now))
+
+    def feed_crash(self, error: BaseException) -> None:
+        self.feed(ProviderCrashed(self.now, error))
+
+    def end(self) -> StreamResult:
+        self.feed_end()
+        return self.settle()
+
+    def crash(self, error: BaseException) -> StreamResult:
+        self.feed_crash(error)
+        return self.settle()
+
+    def request(self, request: StopRequest) -> None:
+        self.feed(StopRequested(self.now, request))
+
+    def fire_timer(self) -> None:
+        assert self.armed is not None
+        self.now = max(self.now, self.armed)
+        self.feed(TimerFired(self.now, self.armed))
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    def grant(self) -> None:
+        turn = self.turn
+        assert turn is not None, "no turn awaited"
+        self.turn = None
+        self.feed(TurnGranted(self.now, turn.token))
+
+    def deliver(self, url: str | None = None) -> None:
+        request = self.in_flight
+        assert request is not None, "no request in flight"
+        self.in_flight = None
+        match request:
+            case SendMessage(content=content):
+                self.channel.append(content)
+                self.history.append([content])
+                self.open_index = len(self.channel) - 1
+                self.mine.append(self.open_index)
+                if url is None:
+                    url = f"https://discord.test/{len(self.channel)}"
+            case EditMessage(content=content, message=index):
+                assert 0 <= index < len(self.mine), "an edit of a message the stream never made"
+                position = self.mine[index]
+                self.channel[position] = content
+                self.history[position].append(content)
+                self.open_index = position
+            case SendEmbed(embed=embed):
+                self.embeds.append(embed)
+        self.feed(Delivered(self.now, request.seq, url))
+
+    def reject(self, failure: DiscordFailure) -> None:
+        request = self.in_flight
+        assert request is not None, "no request in flight"
+        self.in_flight = None
+        if failure.code == 10008 and self.open_index is not None:
+            self.deleted.add(self.open_index)
+        self.feed(Rejected(self.now, request.seq, failure))
+
+    def end_typing(self) -> None:
+        typing = self.typing
+        assert typing is not None
+        self.typing = None
+        self.now += typing.seconds
+        self.feed(PauseOver(self.now, typing.token))
+
+    def settle(self) -> StreamResult:
+        for _ in range(100_000):
+            if self.result is not None:
+                return self.result
+            if self.in_flight is not None:
+                self.deliver()
+            elif self.turn is not None:
+                self.grant()
+            else:
+                break
+        raise AssertionError(f"no result; phase {self.state.phase}")
+
+    # -- reading -------------------------------------------------------------------------
+
+    @property
+    def result(self) -> StreamResult | None:
+        results = [e.result for e in self.effects if isinstance(e, Finish)]
+        assert len(results) <= 1, "more than one result"
+        return results[0] if results else None
+
+    @property
+    def messages(self) -> list[str]:
+        """What the channel holds: the contents of the messages not deleted."""
+        return [c for i, c in enumerate(self.channel) if i not in self.deleted]
+
+    @property
+    def edits(self) -> list[EditMessage]:
+        return [r for r in self.requests if isinstance(r, EditMessage)]
+
+    @property
+    def creates(self) -> list[SendMessage]:
+        return [r for r in self.requests if isinstance(r, SendMessage)]
+
+    def _note(self, effect: Effect) -> None:
+        match effect:
+            case SendMessage() | EditMessage() | SendEmbed():
+                assert self.in_flight is None, "two Discord requests in flight (L2)"
+                assert self.turn is None, "a request without its turn (L2)"
+                self.requests.append(effect)
+                self.in_flight = effect
+                if not isinstance(effect, SendEmbed):
+                    limit = self.config.max_message_length
+                    assert 0 < len(effect.content) <= limit, (len(effect.content), limit)
+                if self.reject_next:
+                    self.reject(self.reject_next.pop(0))
+                elif self.auto:
+                    self.deliver()
+            case AwaitTurn():
+                assert self.turn is None, "two turns awaited"
+                assert self.in_flight is None, "a turn while a request is in flight (L2)"
+                self.turn = effect
+                if self.auto:
+                    self.grant()
+            case TypingPause():
+                self.typing = effect
+                self.typing_shown += 1
+            case ArmTimer(at=at):
+                self.armed = at
+            case ConsumeRequest(request=request):
+                self.consumed.append(request)
+            case CloseProvider():
+                self.closed = True
+            case Finish(result=result):
+                assert result.messages == tuple(self.messages), (result.messages, self.messages)
+                assert result.messages_sent == len(self.messages)
+                assert result.accumulated_text == "\n".join(self.messages)
+                assert not result.anomalies, result.anomalies
+
+
+def run_live(
+    text: str | Iterable[str], *, size: int = 3, **config: object
+) -> tuple[LiveDriver, StreamResult]:
+    """Stream `text` (in `size`-character chunks, or the given chunks) live, to completion."""
+    driver = LiveDriver(live(**config))
+    driver.start()
+    if isinstance(text, str):
+        driver.stream(text, size)
+    else:
+        driver.text(*text)
+    return driver, driver.end()
