@@ -15,7 +15,8 @@ import pytest
 from cordstream.domain import TokenUsage
 from cordstream.domain.config import Delivery
 from cordstream.shell.cli import build_parser, demo, main
-from cordstream.shell.cli.demo import ANSWER, Log, Options, Terminal, run_demo
+from cordstream.shell.cli.console import Log
+from cordstream.shell.cli.demo import ANSWER, Options, Terminal, run_demo
 from cordstream.shell.config import StreamConfig
 from cordstream.shell.testing.emulator import Change, ChangeKind, Pings, SentMessage
 from tests.answers import as_written, fences_balanced

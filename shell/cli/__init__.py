@@ -23,7 +23,7 @@ import discord
 # The command line, apart from the library: `demo` (the embedded default), `chat` (a real
 # model), `console` (the printing and local-Discord set-up both share).
 from cordstream.shell.cli import chat, demo
-from cordstream.shell.cli.console import Failure, say
+from cordstream.shell.cli.console import Failure, Log, say
 
 # The exit status of a command stopped by Ctrl-C (128 + SIGINT), as shells report it.
 INTERRUPTED = 130
@@ -73,7 +73,7 @@ def _demo(args: argparse.Namespace) -> int:
     options = demo.options_from(args)
     title = f"cordstream demo: {options.delivery} delivery"
     say(f"{title}: a scripted model → StreamOrchestrator → discord.py → local Discord")
-    view = demo.Terminal.on_stdout(say, title) if _terminal() else demo.Log(say)
+    view = demo.Terminal.on_stdout(say, title) if _terminal() else Log(say)
     result, messages, _ = asyncio.run(demo.run_demo(options, view))
     say(demo.render(result, messages))
     return 0

@@ -2,8 +2,11 @@
 
 - `local_channel`: the Discord emulator on 127.0.0.1 with a real `discord.Client` logged into
   it and a user's question posted, printing a line for each message the moment the channel
-  receives it (`arrival`), so a slow model never looks hung (the demo, which also shows
-  edits, asks for no lines and watches the transcript itself).
+  receives it (`arrival`), or, with `edits` (live delivery), for each new message and each
+  edit (`Log`), so a slow model never looks hung. The demo asks for no lines: it gives its
+  own `View` the channel's changes (`follow`) and transcript.
+- `View`, `Log`, `edited`: what a command shows of the channel while the answer streams; `Log`
+  is a line per change, timed, as the emulator accepts it.
 - `Failure`: something outside the command is missing or refuses (a server that cannot be
   reached, a refused token, an SDK that is not installed). The command prints it as one line
   on stderr, `cordstream chat: cannot reach …`, and exits with its `status` (2).
@@ -20,14 +23,14 @@ import math
 import os
 import socket
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
 import discord
 
-from cordstream.shell.testing.emulator import DiscordEmulator, SentMessage, local_discord
+from cordstream.shell.testing.emulator import Change, DiscordEmulator, SentMessage, local_discord
 
 Printer = Callable[[str], None]
 
@@ -72,11 +75,14 @@ class LocalChannel:
 
 
 @asynccontextmanager
-async def local_channel(question: str, out: Printer | None) -> AsyncIterator[LocalChannel]:
+async def local_channel(
+    question: str, out: Printer | None, edits: bool = False
+) -> AsyncIterator[LocalChannel]:
     """Start the emulator, log a client into it (the test kit's `local_discord`), post
     `question` as a user; while inside, `out` (unless None) gets a line for each message the
-    channel receives. Everything is closed on exit, cancellation included. A failure to listen
-    on 127.0.0.1 is a `Failure`."""
+    channel receives (`arrival`) or, with `edits`, for each new message and each edit (`Log`,
+    as live delivery makes them). Everything is closed on exit, cancellation included. A
+    failure to listen on 127.0.0.1 is a `Failure`."""
     api = DiscordEmulator()
     try:
         await api.start()
@@ -88,17 +94,34 @@ async def local_channel(question: str, out: Printer | None) -> AsyncIterator[Loc
             asked = api.post_user_message(question)
             loop = asyncio.get_running_loop()
             start = loop.time()
-            stop_listening = (
-                api.on_message(lambda message: out(arrival(message, loop.time() - start)))
-                if out is not None
-                else lambda: None
-            )
+            stop_listening: Callable[[], None] = lambda: None  # noqa: E731
+            if out is not None and edits:
+                log = Log(out)
+                log.begin(start)
+                stop_listening = follow(api, channel.id, log)
+            elif out is not None:
+                stop_listening = api.on_message(
+                    lambda message: out(arrival(message, loop.time() - start))
+                )
             try:
                 yield LocalChannel(api, channel, channel.get_partial_message(asked), start)
             finally:
                 stop_listening()
     finally:
         await api.close()
+
+
+def follow(api: DiscordEmulator, channel_id: int, view: View) -> Callable[[], None]:
+    """Tell `view` of each change to channel `channel_id` the moment the emulator accepts it,
+    with the message as the transcript now holds it (None once deleted). Returns the function
+    that stops it."""
+
+    def changed(change: Change) -> None:
+        if change.channel_id == channel_id:
+            now = {m.id: m for m in api.messages(channel_id)}
+            view.change(change, now.get(change.message_id))
+
+    return api.on_change(changed)
 
 
 def arrival(message: SentMessage, seconds: float, number: int | None = None) -> str:
@@ -114,6 +137,74 @@ def arrival(message: SentMessage, seconds: float, number: int | None = None) -> 
         f"[{seconds:7.3f}s] channel receives {which} ({len(message.content)} chars){reply}: "
         f"{preview}"
     )
+
+
+# --- what a command shows while the answer streams -------------------------------------
+
+
+class View:
+    """What a command shows while the answer streams. `begin` once the question is posted
+    (`start`, the loop time the seconds count from); then `change` with each change to the
+    channel the moment the emulator accepts it (the message as the transcript now holds it,
+    None once deleted; `follow`), and, from the demo, `show` with the whole transcript (each
+    message with its current content) every `demo.POLL` seconds and once at the end, and
+    `note` for each user action, all called on the event loop and never blocking; `close` on
+    every exit path, even when `begin` was not called."""
+
+    start = 0.0
+
+    def begin(self, start: float) -> None:
+        self.start = start
+
+    def change(self, change: Change, message: SentMessage | None) -> None:
+        pass
+
+    def show(self, messages: Sequence[SentMessage], now: float) -> None:
+        pass
+
+    def note(self, line: str) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class Log(View):
+    """A line for each change to the channel, timed when the emulator accepted it: a new
+    message (`console.arrival`, numbered), an edit (with the end of the text, where live text
+    grows), a deletion. Messages delivery never edits, so there it is one line per message;
+    live delivery shows each edit, the cursor included, up to the final one that removes it:
+
+    `[  1.020s] message 1 edited (412 chars): …the user may press stop, a new message may ▌`
+    """
+
+    def __init__(self, out: Printer) -> None:
+        self._out = out
+        self._numbers: dict[int, int] = {}  # message id: its number in the channel
+
+    def change(self, change: Change, message: SentMessage | None) -> None:
+        seconds = change.at - self.start
+        number = self._numbers.setdefault(change.message_id, len(self._numbers) + 1)
+        if change.kind == "create" and message is not None:
+            shown = replace(message, content=change.content, embeds=change.embeds)
+            self._out(arrival(shown, seconds, number))
+        elif change.kind == "delete":
+            self._out(f"[{seconds:7.3f}s] message {number} was deleted")
+        else:
+            self._out(edited(change, seconds, number))
+
+    def note(self, line: str) -> None:
+        self._out(line)
+
+
+def edited(change: Change, seconds: float, number: int) -> str:
+    """`[  1.020s] message 1 edited (412 chars): …may arrive, and Discord may ▌`: the end of
+    the message's last line, where live text grows."""
+    if change.embeds:
+        return f"[{seconds:7.3f}s] message {number} edited: embed {change.embeds[0].get('title')}"
+    last = change.content.rstrip().rsplit("\n", 1)[-1]
+    tail = last if len(last) <= PREVIEW else "…" + last[-(PREVIEW - 1) :]
+    return f"[{seconds:7.3f}s] message {number} edited ({len(change.content)} chars): {tail}"
 
 
 # --- connection failures -----------------------------------------------------------------

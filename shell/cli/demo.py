@@ -22,14 +22,15 @@ import shutil
 import sys
 import unicodedata
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from cordstream.domain import DoneChunk, ProcessedChunk, StreamResult, TextChunk
 from cordstream.domain.config import DELIVERIES, Delivery
 from cordstream.shell.cli.console import (
-    PREVIEW,
+    Log,
     Printer,
-    arrival,
+    View,
+    follow,
     local_channel,
     per_second,
     positive_seconds,
@@ -39,7 +40,7 @@ from cordstream.shell.config import StreamConfig
 from cordstream.shell.context import StreamContext
 from cordstream.shell.orchestrator import StreamOrchestrator
 from cordstream.shell.stops import StopRegistry
-from cordstream.shell.testing.emulator import Change, SentMessage
+from cordstream.shell.testing.emulator import SentMessage
 from cordstream.shell.testing.script import Hang, ScriptProvider, Sleep, Step
 
 _PARAGRAPH = (
@@ -213,20 +214,15 @@ async def run_demo(
                 stop = lambda: orchestrator.request_stop(channel_id, "demo-user", "/stop")  # noqa: E731
                 timers.append(loop.call_later(options.stop_after, act, "user runs /stop", stop))
             if options.follow_up_after is not None:
-                follow = lambda: orchestrator.request_follow_up(channel_id, "demo-user")  # noqa: E731
+                follow_up = lambda: orchestrator.request_follow_up(channel_id, "demo-user")  # noqa: E731
                 timers.append(
                     loop.call_later(
-                        options.follow_up_after, act, "user sends a new message", follow
+                        options.follow_up_after, act, "user sends a new message", follow_up
                     )
                 )
 
-            def changed(change: Change) -> None:
-                if change.channel_id == channel_id:
-                    now = {m.id: m for m in local.api.messages(channel_id)}
-                    view.change(change, now.get(change.message_id))
-
             provider = ScriptProvider(script(options), name="demo")
-            stop_watching = local.api.on_change(changed)
+            stop_watching = follow(local.api, channel_id, view)
             watcher = asyncio.create_task(_watch(local.api.messages, view))
             try:
                 result = await orchestrator.stream_to_discord(provider, config, context)
@@ -250,74 +246,6 @@ async def _watch(transcript: Callable[[], list[SentMessage]], view: View) -> Non
     while True:
         view.show(transcript(), loop.time())
         await asyncio.sleep(POLL)
-
-
-# --- what the demo shows while it streams ------------------------------------------------
-
-
-class View:
-    """What the demo shows while the answer streams. `begin` once the question is posted
-    (`start`, the loop time the seconds count from); then `change` with each change to the
-    channel the moment the emulator accepts it (the message as the transcript now holds it,
-    None once deleted), `show` with the whole transcript (each message with its current
-    content) every `POLL` seconds and once at the end, and `note` for each user action, all
-    called on the event loop and never blocking; `close` on every exit path, even when `begin`
-    was not called."""
-
-    start = 0.0
-
-    def begin(self, start: float) -> None:
-        self.start = start
-
-    def change(self, change: Change, message: SentMessage | None) -> None:
-        pass
-
-    def show(self, messages: Sequence[SentMessage], now: float) -> None:
-        pass
-
-    def note(self, line: str) -> None:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        pass
-
-
-class Log(View):
-    """A line for each change to the channel, timed when the emulator accepted it: a new
-    message (`console.arrival`, numbered), an edit (with the end of the text, where live text
-    grows), a deletion. Messages delivery never edits, so there it is one line per message;
-    live delivery shows each edit, the cursor included, up to the final one that removes it:
-
-    `[  1.020s] message 1 edited (412 chars): …the user may press stop, a new message may ▌`
-    """
-
-    def __init__(self, out: Printer) -> None:
-        self._out = out
-        self._numbers: dict[int, int] = {}  # message id: its number in the channel
-
-    def change(self, change: Change, message: SentMessage | None) -> None:
-        seconds = change.at - self.start
-        number = self._numbers.setdefault(change.message_id, len(self._numbers) + 1)
-        if change.kind == "create" and message is not None:
-            shown = replace(message, content=change.content, embeds=change.embeds)
-            self._out(arrival(shown, seconds, number))
-        elif change.kind == "delete":
-            self._out(f"[{seconds:7.3f}s] message {number} was deleted")
-        else:
-            self._out(edited(change, seconds, number))
-
-    def note(self, line: str) -> None:
-        self._out(line)
-
-
-def edited(change: Change, seconds: float, number: int) -> str:
-    """`[  1.020s] message 1 edited (412 chars): …may arrive, and Discord may ▌`: the end of
-    the message's last line, where live text grows."""
-    if change.embeds:
-        return f"[{seconds:7.3f}s] message {number} edited: embed {change.embeds[0].get('title')}"
-    last = change.content.rstrip().rsplit("\n", 1)[-1]
-    tail = last if len(last) <= PREVIEW else "…" + last[-(PREVIEW - 1) :]
-    return f"[{seconds:7.3f}s] message {number} edited ({len(change.content)} chars): {tail}"
 
 
 # ANSI: the terminal's alternate screen (left as it was on exit), cursor hidden while drawing.
