@@ -91,6 +91,7 @@ class Live:
     next_seq: int = 1  # the next request's seq, turn's or renewal's token
     first_url: str | None = None
     broken: bool = False  # Discord refused a message request: no text is sent any more
+    pile: Rope = None  # visible text after a long tail, newest first (`add`, `merged`)
 
 
 EMPTY: Final = Live()
@@ -98,7 +99,8 @@ EMPTY: Final = Live()
 # The machine's fast path (E10) reads the segmenter's `tail_room`; live delivery uses no
 # segmenter, so these two stand in for one: open while a turn or a request is under way (a
 # chunk then only grows the tail), closed otherwise (the chunk may ask for a turn).
-GATE_OPEN: Final = replace(segments.new_segmenter(2000, sentences=False), tail_room=2**62)
+TAIL_BOUND: Final = 32768  # past this, text waits in `Live.pile` rather than the tail (L10)
+GATE_OPEN: Final = replace(segments.new_segmenter(2000, sentences=False), tail_room=TAIL_BOUND)
 GATE_CLOSED: Final = segments.new_segmenter(2000, sentences=False)
 
 
@@ -107,7 +109,24 @@ def busy(live: Live) -> bool:
 
 
 def gate(live: Live, *, streaming: bool, capturing: bool) -> segments.Segmenter:
-    return GATE_OPEN if streaming and not capturing and busy(live) else GATE_CLOSED
+    fast = streaming and not capturing and busy(live) and live.pile is None
+    return GATE_OPEN if fast else GATE_CLOSED
+
+
+def add(live: Live, tail: str, text: str) -> tuple[Live, str]:
+    """Visible `text` after what is there (L10): it joins the tail, or, once the tail is long
+    (the model writes faster than Discord's budget lets it show), waits in the pile, which
+    costs nothing per chunk; `merged` joins it when the next request is decided."""
+    if live.pile is None and len(tail) + len(text) <= TAIL_BOUND:
+        return live, tail + text
+    return replace(live, pile=(live.pile, text)), tail
+
+
+def merged(live: Live, tail: str) -> tuple[Live, str]:
+    """The tail with the pile joined to it (once per decision, bounded by the cadence)."""
+    if live.pile is None:
+        return live, tail
+    return replace(live, pile=None), tail + "".join(items(live.pile))
 
 
 # -- the course of the stream ----------------------------------------------------------------
@@ -160,8 +179,8 @@ def pump(
 ) -> tuple[Live, AwaitTurn | None, bool]:
     """Ask for a turn when there is something to send; and whether all is done (ending only:
     nothing in flight, nothing left to send, no embed due)."""
-    if live.in_flight is not None:
-        return live, None, False
+    if live.in_flight is not None or (live.turn is not None and not ending):
+        return live, None, False  # busy: the turn or the answer will look again
     wanted = (
         embed or live.closing is not None or _plan(live, tail, config, final=ending) is not None
     )
@@ -337,6 +356,20 @@ def _blocks(text: str, fence: str) -> list[_Block]:
     return blocks
 
 
+def _until(blocks: list[_Block], text: str, end: int) -> list[_Block]:
+    """`_blocks(text[:end], fence)` from `blocks = _blocks(text, fence)`, without a scan: the
+    blocks that start before `end`, the last one open if its closing fence line is not all
+    before `end` (only the line's trailing whitespace may be after it)."""
+    found = [block for block in blocks if block.start < end or block.start == 0]
+    last = found[-1] if found else None
+    if last is not None and last.end is not None and last.end > end:
+        if text[end : last.end].strip() or not text[:end].rstrip().endswith("`"):
+            found[-1] = replace(last, end=None)
+        else:
+            found[-1] = replace(last, end=end)
+    return found
+
+
 def _open_at(blocks: list[_Block], position: int) -> _Block | None:
     """The block a cut at `position` falls inside (after its fence line, before its end)."""
     for block in blocks:
@@ -373,7 +406,7 @@ def _plan(live: Live, tail: str, config: StreamConfig, *, final: bool) -> _Plan 
     if end <= live.shown:
         return None
     text = tail[:end]
-    content = _compose(live, text, _blocks(text, live.fence), cursor=cursor, last=False)
+    content = _compose(live, text, _until(blocks, tail, end), cursor=cursor, last=False)
     while len(content) > max_len and end > live.shown:  # closers longer than the reserve
         end = cut_before(tail, end - 1, live.shown)
         text = tail[:end]

@@ -279,6 +279,7 @@ class _Run:
             self.visible(text)
         else:
             if self.live is not None:
+                self.live, self.tail = lives.merged(self.live, self.tail)
                 fence, line = lives.context(self.live, self.tail)
             else:
                 fence, line = segments.context(self.seg, self.tail)
@@ -301,8 +302,8 @@ class _Run:
                 )
 
     def visible(self, text: str) -> None:
-        if self.live is not None:
-            self.tail += text  # shown when the next turn comes (L1, L2)
+        if self.live is not None:  # shown when the next turn comes (L1, L2)
+            self.live, self.tail = lives.add(self.live, self.tail, text)
             return
         self.seg, self.tail, pieces = segments.feed(self.seg, self.tail, text)
         if pieces:
@@ -311,6 +312,7 @@ class _Run:
     def retract(self) -> None:
         """E4: a stray closing think tag; what was not sent yet was reasoning after all."""
         if self.live is not None:  # what is shown stays (L3)
+            self.live, self.tail = lives.merged(self.live, self.tail)
             self.tail, unsent = lives.unshown(self.live, self.tail)
             self.core = replace(self.core, record=records.retracted(self.core.record, unsent))
             return
@@ -359,6 +361,8 @@ class _Run:
             if self.live is None:
                 self.seg = fresh_segmenter(self.core.settings.config)
                 self.tail = ""
+        if self.live is not None:
+            self.live, self.tail = lives.merged(self.live, self.tail)
         if self.live is not None and not ending.deliver:
             # What was not shown is dropped (C6, B13, F3, F4); the open message keeps what it
             # shows, and gets its final edit (L7).
@@ -378,6 +382,8 @@ class _Run:
         ending = core.ending
         if self.live is not None:
             embed = ending is not None and ending.embed is not None
+            if not lives.busy(self.live) or ending is not None:
+                self.live, self.tail = lives.merged(self.live, self.tail)
             self.live, turn, done = lives.pump(
                 self.live, self.tail, core.settings.config, ending=ending is not None, embed=embed
             )
@@ -408,6 +414,7 @@ class _Run:
         core = self.core
         ending = core.ending
         embed = ending.embed if ending is not None else None
+        self.live, self.tail = lives.merged(self.live, self.tail)
         self.live, self.tail, request = lives.granted(
             self.live, self.tail, core.settings.config, ending=ending is not None, embed=embed
         )

@@ -242,13 +242,13 @@ def test_L4_L7_every_way_out_makes_a_final_edit_without_the_cursor(ending: str) 
 
 def test_L5_a_long_answer_rolls_over_at_line_ends() -> None:
     line = "word " * 7 + "word\n"  # 40 characters: a line end near every message end
-    _driver, result = run_live(line * 12, size=7, max_message_length=400)
+    _driver, result = run_live(line * 40, size=7, max_message_length=400)
     assert len(result.messages) > 3
     for message in result.messages:
         assert len(message) <= 400
         assert message == message.strip()
         assert message.endswith("word")
-    assert "\n".join(result.messages) == (line * 12).strip()
+    assert "\n".join(result.messages) == (line * 40).strip()
 
 
 def test_L5_a_paragraph_without_line_ends_rolls_over_between_words() -> None:
@@ -516,3 +516,20 @@ def test_live_config_validation() -> None:
     assert lives.EMPTY.created == 0
     assert re.fullmatch(r"\W+", CURSOR.strip())
     assert TextChunk("x").content == "x"
+
+
+def test_L10_text_that_piles_up_past_the_bound_waits_outside_the_tail_and_all_arrives() -> None:
+    # The model writes far faster than Discord's budget lets it show: past TAIL_BOUND the
+    # text waits in a pile that costs nothing per chunk, and is joined once per decision.
+    driver = manual(max_message_length=2000, flush_limit=0)
+    driver.text("start ")
+    words = "piling words " * 4000  # 52,000 characters while the first turn is awaited
+    for index in range(0, len(words), 13):
+        driver.text(words[index : index + 13])
+        assert len(driver.state.tail) <= lives.TAIL_BOUND
+    live_state = driver.state.core.live
+    assert live_state is not None
+    assert live_state.pile is not None
+    result = driver.end()
+    assert result.status == "completed"
+    assert " ".join(result.messages).split() == ("start " + words).split()
