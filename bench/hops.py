@@ -90,7 +90,7 @@ async def _run(trace: Trace) -> str:
         sys.setprofile(trace.hook)
         try:
             result = await StreamOrchestrator().stream_to_discord(
-                provider, StreamConfig(), StreamContext(channel)
+                provider, StreamConfig(delivery="messages"), StreamContext(channel)
             )
         finally:
             sys.setprofile(None)

@@ -87,7 +87,7 @@ async def _concurrent(streams: int) -> dict[str, float]:
         api = local.api
         channels = [local.channel, *[await local.add_channel(f"c{n}") for n in range(1, streams)]]
         orchestrator = StreamOrchestrator(StopRegistry())
-        config = StreamConfig()
+        config = StreamConfig(delivery="messages")
         gate = _Gate(streams)
         gc.collect()
         baseline = _rss_bytes()
@@ -137,7 +137,9 @@ async def _global_limit(streams: int) -> dict[str, float]:
         results = await asyncio.gather(
             *(
                 orchestrator.stream_to_discord(
-                    ScriptProvider(_LINES), StreamConfig(), StreamContext(channel)
+                    ScriptProvider(_LINES),
+                    StreamConfig(delivery="messages"),
+                    StreamContext(channel),
                 )
                 for channel in channels
             )
@@ -171,7 +173,9 @@ async def _requests() -> tuple[int, int]:
         orchestrator = StreamOrchestrator(StopRegistry())
         before = len(api.requests)
         result = await orchestrator.stream_to_discord(
-            ScriptProvider(script(Options())), StreamConfig(flush_limit=0), StreamContext(channel)
+            ScriptProvider(script(Options())),
+            StreamConfig(delivery="messages", flush_limit=0),
+            StreamContext(channel),
         )
         assert result.status == "completed", result.status
         ours = sum(1 for r in api.requests[before:] if r.channel_id == channel.id)

@@ -51,12 +51,14 @@ async def _measure(runs: int) -> tuple[list[float], list[float]]:
 
         for _ in range(runs):
             loop.call_later(0.05, stop)
-            result = await orchestrator.stream_to_discord(_hanging(), StreamConfig(), context)
+            result = await orchestrator.stream_to_discord(
+                _hanging(), StreamConfig(delivery="messages"), context
+            )
             assert result.status == "stopped_by_user", result.status
             stops.append(loop.time() - asked[-1])
 
             provider = _hanging()
-            config = StreamConfig(inactivity_timeout=TIMEOUT)
+            config = StreamConfig(delivery="messages", inactivity_timeout=TIMEOUT)
             result = await orchestrator.stream_to_discord(provider, config, context)
             assert result.status == "timeout", result.status
             assert provider.last_chunk_at is not None
@@ -105,7 +107,7 @@ class InstantSink:
 
 async def _throughput(items: list[ProcessedChunk], repeats: int) -> tuple[float, float]:
     provider = ListProvider(items)
-    config = StreamConfig(flush_limit=0)
+    config = StreamConfig(delivery="messages", flush_limit=0)
     context = StreamContext(InstantSink())  # type: ignore[arg-type]  # duck-typed sink
     orchestrator = StreamOrchestrator(StopRegistry())
     shell_s = bare_s = float("inf")
