@@ -292,7 +292,8 @@ class _Stream:
                 self.close_timer.cancel()
             cancel = cancel or hurried or self.fatal is not None
             await self.settle_requests(cancel=cancel)
-            hurried = await self.final_edit() or hurried
+            if cancel and self.result is None:  # no result reports what was shown: tidy up
+                hurried = await self.final_edit() or hurried
             if self.fatal is not None:
                 raise self.fatal
             if hurried:
@@ -698,10 +699,11 @@ class _Stream:
         self.feed(TurnGranted(self.loop.time(), token))
 
     async def final_edit(self) -> bool:
-        """L4: when the call ends without the core's own final edit (the caller cancelled, or
-        the core broke off), the live message still shows the cursor: edit it to what it
-        shows, without the cursor. Shielded from the caller's cancellation and bounded by
-        `FINAL_EDIT_TIMEOUT`. True if the caller cancelled meanwhile."""
+        """L4: when the caller cancels the call, the core makes no final edit, and the live
+        message still shows the cursor: edit it to what it shows, without the cursor.
+        Shielded from the caller's cancellation and bounded by `FINAL_EDIT_TIMEOUT`. True if
+        the caller cancelled meanwhile. (A result, even the last resort's after a fault,
+        reports what Discord accepted, so nothing is edited after it.)"""
         live = self.state.core.live
         if live is None or not self.live_messages:
             return False
