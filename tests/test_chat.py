@@ -17,11 +17,22 @@ import discord
 import pytest
 
 from cordstream.domain import TokenUsage
-from cordstream.shell.cli.chat import ChatOptions, api_key, check, run_chat, tool_specs
+from cordstream.domain.config import Delivery
+from cordstream.shell.cli import build_parser
+from cordstream.shell.cli.chat import (
+    ChatOptions,
+    api_key,
+    check,
+    config_for,
+    options_from,
+    run_chat,
+    tool_specs,
+)
 from cordstream.shell.cli.console import Failure
+from cordstream.shell.config import StreamConfig
 from cordstream.shell.testing.emulator import DiscordEmulator
-from tests.openai_wire import answer, tool_request
-from tests.sse import ModelServer, Reply
+from tests.openai_wire import answer, frame, tool_request, usage
+from tests.sse import ModelServer, Reply, sse, sse_done
 
 CORDSTREAM = Path(sys.executable).parent / "cordstream"
 
@@ -102,6 +113,56 @@ async def test_a_provider_error_is_a_turn_status_not_a_crash() -> None:
         )
     assert turn.status == "error"
     assert "Model Configuration Error" in "\n".join(printed)
+
+
+def config_from(*argv: str) -> StreamConfig:
+    return config_for(options_from(build_parser().parse_args(["chat", "--model=m", *argv, "hi"])))
+
+
+def test_the_command_streams_live_by_default() -> None:
+    assert config_from().delivery == "live"
+    assert ChatOptions(prompt="p").delivery == "live"
+    messages = config_from("--delivery", "messages", "--humanizer", "2", "--timeout", "5")
+    assert (messages.delivery, messages.humanizer_degree) == ("messages", 2)
+    assert messages.inactivity_timeout == 5.0
+    assert config_from("--delivery=live").delivery == "live"
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+@pytest.mark.parametrize("delivery", ["live", "messages"])
+async def test_the_turn_streams_with_the_chosen_delivery(delivery: Delivery) -> None:
+    """A model that pauses after its first line, until that line is on the channel. Live: one
+    message, created with the first text and edited to the whole answer, each change printed
+    as the emulator accepts it; messages: a message per piece, each printed, none edited."""
+    shown = asyncio.Event()
+    printed: list[str] = []
+
+    def out(line: str) -> None:
+        printed.append(line)
+        if " channel receives message" in line:
+            shown.set()
+
+    pieces = ["One line.\nAnother", " line.\nThe last line."]
+    frames = [sse(frame({"role": "assistant", "content": ""}))]
+    frames += [sse(frame({"content": piece})) for piece in pieces]
+    frames += [sse(frame({}, "stop")), usage(20, 8), sse_done()]
+    async with ModelServer([Reply(frames=frames, hang_after=2, resume=shown)]) as server:
+        chat = options(server, "hi", tools=False, delivery=delivery)
+        turn = await run_chat(chat, out, environ={})
+    assert turn.status == "completed"
+    assert f"{delivery} delivery" in printed[0]
+    log = [line for line in printed if line.startswith("[")]
+    assert log[0].endswith("as a reply: One line.")
+    if delivery == "live":
+        assert turn.messages_sent == 1
+        assert " channel receives message 1 (" in log[0]
+        assert all(" message 1 edited (" in line for line in log[1:])
+        assert log[-1].endswith(f"edited ({len(''.join(pieces))} chars): The last line.")
+    else:
+        assert turn.messages_sent == len(log) > 1
+        assert all(" channel receives message (" in line for line in log)
+        assert not any("edited" in line for line in printed)
 
 
 def test_the_key_comes_from_the_flag_then_the_environment_then_a_placeholder() -> None:

@@ -1,6 +1,7 @@
 """The `cordstream` command fails like a tool: one line on stderr and an exit status, never a
 traceback. Ctrl-C, unreachable servers, bad options, a missing SDK, an emulator that cannot
-listen, and a chat that shows each message as the channel receives it.
+listen, and a chat that shows each message (live delivery: each edit too) as the channel
+receives it.
 
 The Ctrl-C and progress tests run the installed command in its own process, against servers
 this test started on 127.0.0.1, and wait on what the process prints (never a fixed time).
@@ -255,6 +256,7 @@ async def test_a_model_server_error_is_one_line_and_exit_1(reply: Reply, line: s
             "argument --max-tokens: must be a whole number of tokens, 1 or more, got '0'",
         ),
         (["chat", "--model=m", "--provider=llama", "hi"], "argument --provider: invalid choice"),
+        (["chat", "--model=m", "--delivery=stream", "hi"], "argument --delivery: invalid choice"),
         (
             ["chat", "--model=m", "--base-url=localhost:11434", "hi"],
             "argument --base-url: must be an http:// or https:// address",
@@ -319,7 +321,7 @@ def test_an_emulator_that_cannot_listen_is_one_line_and_exit_2(
     ]
 
 
-# --- chat shows each message as the channel receives it ----------------------------------
+# --- chat shows each message (live: each edit) as the channel receives it ----------------
 
 
 @pytest.mark.asyncio
@@ -332,7 +334,14 @@ async def test_chat_prints_each_message_as_the_channel_receives_it() -> None:
     async with (
         ModelServer([slow]) as server,
         command(
-            "chat", "--model", "local-model", "--base-url", server.url + "/v1", "hello"
+            "chat",
+            "--model",
+            "local-model",
+            "--base-url",
+            server.url + "/v1",
+            "--delivery",
+            "messages",
+            "hello",
         ) as process,
     ):
         shown = await read_until(process, "channel receives message")
@@ -344,6 +353,37 @@ async def test_chat_prints_each_message_as_the_channel_receives_it() -> None:
     assert process.returncode == 0, stderr
     assert stderr == []
     assert "channel receives message (12 chars): Second line." in rest
+    assert "status:          completed" in rest
+
+
+@pytest.mark.asyncio
+async def test_live_chat_prints_the_first_text_then_each_edit_as_the_channel_accepts_it() -> None:
+    """Live delivery (the default), a slow model: the first text creates the message, which is
+    on the command's stdout while the model has not finished; once the test lets the model go
+    on, the final edit shows the whole answer, without the cursor."""
+    go = asyncio.Event()
+    slow = Reply(frames=text_frames("First line.\nSecond", " line."), hang_after=2, resume=go)
+    async with (
+        ModelServer([slow]) as server,
+        command(
+            "chat", "--model", "local-model", "--base-url", server.url + "/v1", "hello"
+        ) as process,
+    ):
+        shown = await read_until(process, "channel receives message")
+        assert not go.is_set()  # the model is still holding the rest of its answer
+        assert "live delivery" in shown[0]
+        assert " channel receives message 1 (" in shown[-1]
+        assert shown[-1].rstrip().endswith("as a reply: First line.")
+        assert "status:" not in "".join(shown)
+        go.set()
+        rest, stderr = await finish(process)
+    assert process.returncode == 0, stderr
+    assert stderr == []
+    # The final edit: "First line.\nSecond line.", the cursor gone; no second message.
+    assert "] message 1 edited (24 chars): Second line.\n" in rest
+    assert "message 2" not in rest
+    assert "┌─ message 1 (24 chars, " in rest
+    assert "\u258c" not in rest.split("══════ #general ══════", 1)[1]
     assert "status:          completed" in rest
 
 

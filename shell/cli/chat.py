@@ -15,8 +15,11 @@ environment variable (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, `GEMINI_API_KEY`/
 Two demo tools are offered to the model (`roll_dice`, `current_time`) unless `--no-tools`, so
 a tool-capable model shows the whole tool loop: segment, tool round, answer.
 
-In the emulator, each message is printed the moment the channel receives it (as the demo
-does, `console.local_channel`), so a slow model does not look hung. The exit status
+The answer is delivered live by default (`--delivery live`: one message edited as the answer
+grows, a new one when it is full); `--delivery messages` sends a new message per piece, cut
+as `--humanizer` says. In the emulator, each new message and each edit is printed the moment
+the channel accepts it, as the demo's log does (`console.Log`; with `--delivery messages`, a
+line per message), so a slow model does not look hung. The exit status
 (`outcome`) is 0 when the turn completed, 1 when it ended any other way (an `error` turn says
 in one line on stderr what the model server answered), and 2 when the model server or Discord
 could not be reached, Discord refused the token or the channel, or the provider's SDK is not
@@ -39,6 +42,7 @@ import discord
 import discord.http
 
 from cordstream.domain import ProviderError
+from cordstream.domain.config import DELIVERIES, Delivery
 from cordstream.shell.cli.console import (
     Failure,
     Printer,
@@ -88,7 +92,8 @@ class ChatOptions:
     discord_token: str | None = None
     channel_id: int | None = None
     timeout: float = 120.0
-    humanizer: int = 1
+    humanizer: int = 1  # messages delivery only (SPEC L11)
+    delivery: Delivery = "live"
 
 
 # --- the demo tools ---------------------------------------------------------------------
@@ -269,15 +274,15 @@ class ChatRun:
 async def run(
     options: ChatOptions, out: Printer = print, environ: Mapping[str, str] | None = None
 ) -> ChatRun:
-    """Stream one answer from the model into Discord, printing each message as the channel
-    receives it (the emulator), then the channel and the turn.
+    """Stream one answer from the model into Discord, printing each new message (and, live,
+    each edit) as the channel accepts it (the emulator), then the channel and the turn.
 
     A problem outside the turn (an SDK not installed, Discord unreachable or refusing the
     token or the channel, the emulator unable to listen) is a `Failure`; whatever the model
     does is in the turn. The SDK client is closed on every exit, cancellation included.
     """
     environ = os.environ if environ is None else environ
-    config = StreamConfig(inactivity_timeout=options.timeout, humanizer_degree=options.humanizer)
+    config = config_for(options)
     model = build_model(options, environ)
     try:
         tools = DEMO_TOOLS if options.tools else {}
@@ -290,6 +295,15 @@ async def run(
         await model.close()
     out(describe_turn(turn))
     return ChatRun(turn, model.url)
+
+
+def config_for(options: ChatOptions) -> StreamConfig:
+    """The `StreamConfig` the chat streams with. A bad option is a `ValueError`."""
+    return StreamConfig(
+        inactivity_timeout=options.timeout,
+        humanizer_degree=options.humanizer,
+        delivery=options.delivery,
+    )
 
 
 async def run_chat(
@@ -329,8 +343,9 @@ async def _destination(
     """The emulator's channel with a user question to reply to, or the real channel."""
     target = f"cordstream chat: {options.provider} {options.model}"
     if options.channel_id is None:
-        async with local_channel(options.prompt, out) as local:
-            out(f"{target} → local Discord emulator")
+        edits = options.delivery == "live"
+        async with local_channel(options.prompt, out, edits) as local:
+            out(f"{target} → local Discord emulator, {options.delivery} delivery")
             yield (
                 StreamContext(local.channel, reply_to=local.question),
                 local.api.messages,
@@ -359,7 +374,7 @@ async def _destination(
             raise _unreachable(base, error) from error
         if not isinstance(found, discord.abc.Messageable):
             raise Failure(f"channel {options.channel_id} cannot receive messages")
-        out(f"{target} → channel {found.id}")
+        out(f"{target} → channel {found.id}, {options.delivery} delivery")
         yield StreamContext(found), None
     finally:
         await real.close()
@@ -415,7 +430,20 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     chat.add_argument(
         "--timeout", type=positive_seconds, default=120.0, help="inactivity timeout (120 s)"
     )
-    chat.add_argument("--humanizer", type=int, default=1, choices=(0, 1, 2, 3))
+    chat.add_argument(
+        "--delivery",
+        choices=DELIVERIES,
+        default="live",
+        help="live (default): one message edited as the answer grows, a new one when it is "
+        "full; messages: a new message per piece",
+    )
+    chat.add_argument(
+        "--humanizer",
+        type=int,
+        default=1,
+        choices=(0, 1, 2, 3),
+        help="how --delivery messages cuts the answer (1); live delivery ignores it",
+    )
 
 
 def options_from(args: argparse.Namespace) -> ChatOptions:
@@ -432,6 +460,7 @@ def options_from(args: argparse.Namespace) -> ChatOptions:
         channel_id=args.channel_id,
         timeout=args.timeout,
         humanizer=args.humanizer,
+        delivery=args.delivery,
     )
 
 
