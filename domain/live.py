@@ -20,8 +20,18 @@ first characters of an answer as soon as they exist, L1). Within `_slack` of the
 to a boundary: a line end, else a space; and a code block that starts there is held back until
 it closes within the room or outgrows it. When the text does not fit, the message is finished
 (*sealed*) at the best cut at or after what it shows: a line end, else a space, else a grapheme
-boundary (a word longer than a message); a code block is closed there and reopened, with its
-language, in the next message (E3); a held-back block starts the next message.
+boundary (a word longer than a message), never at the very end of what arrived (the next
+chunk may extend its last cluster); a code block is closed there and reopened, with its
+language, in the next message (E3); a held-back block starts the next message. A line end near
+the end finishes the message as soon as the line after it is `_EARLY` characters long. When
+finishing a message would show nothing new (what it shows already ends at the cut), the next
+message is created first and the finished one gets its final edit in the following turn
+(`closing`), so the channel never goes two turns without new text.
+
+Cost (L10). A chunk only grows the tail while a turn or a request is under way (the machine's
+fast path); once the tail passes `TAIL_BOUND` (the model writes faster than the budget lets
+Discord show), text waits in a rope (`pile`) joined once per decision. A decision scans the
+tail once: a message's length while the model keeps pace.
 
 Typing (L1). Until the first message exists, the typing indicator shows, renewed every
 `TYPING_RENEW` seconds (`TypingPause`, whose `PauseOver` renews it).
@@ -53,7 +63,6 @@ from cordstream.domain.rope import Rope, items
 TYPING_RENEW: Final = 8.0  # Discord shows the indicator for 10 s
 _CLOSER_RESERVE: Final = 24  # room kept for provisional closers; checked exactly when composed
 _LONGEST_FENCE: Final = 16
-_CLUSTER_REACH: Final = 64  # how far back `_settled` looks for a grapheme boundary
 _EARLY: Final = 32  # near a message's end, a new line this long starts the next message
 
 Request = SendMessage | EditMessage | SendEmbed
@@ -424,16 +433,6 @@ def _visible_end(tail: str, blocks: list[_Block]) -> int:
     if blocks and blocks[-1].end is None and not tail[blocks[-1].body :].strip():
         end = blocks[-1].start  # not before it holds code: an empty block shows nothing
     return len(tail[:end].rstrip()) if tail[:end].strip() else 0
-
-
-def _settled(tail: str, end: int, shown: int) -> int:
-    """The last grapheme boundary before `end`, the end of what arrived: the next chunk may
-    still extend the last cluster (a skin tone after its emoji, a combining accent), and shown
-    text is never changed (L3, E7). `shown` when there is none within reach."""
-    for index in range(end - 1, max(shown, end - _CLUSTER_REACH), -1):
-        if is_boundary(tail, index):
-            return index
-    return shown
 
 
 def _near_end(tail: str, blocks: list[_Block], shown: int, end: int, soft: int) -> int:
