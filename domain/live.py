@@ -207,6 +207,8 @@ def granted(
     """The turn came: the request to make now, with the latest text (or a limit the next
     message would pass, F3, or None: nothing to send after all)."""
     live = replace(live, turn=None)
+    if live.current is None and not live.shown and not live.reopen and tail[:1].isspace():
+        tail = tail.lstrip()  # a message never starts with blanks (Discord trims them, E6)
     plan = _plan(live, tail, config, final=ending)
     if (
         plan is not None

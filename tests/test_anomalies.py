@@ -188,3 +188,10 @@ def test_B1_a_correct_driver_causes_no_anomaly(
 
 def test_B1_the_initial_state_has_no_anomaly() -> None:
     assert initial_state(StreamConfig(delivery="messages")).core.anomalies == ()
+
+
+def test_B1_an_unknown_pause_end_is_recorded_with_its_token_and_the_pause_under_way() -> None:
+    driver = streaming()
+    after, effects = step(driver.state, events.PauseOver(driver.now, 7))
+    assert effects == ()
+    assert after.core.anomalies[-1] == "PauseOver for pause 7 (current: None) in phase streaming"

@@ -533,3 +533,20 @@ def test_L10_text_that_piles_up_past_the_bound_waits_outside_the_tail_and_all_ar
     result = driver.end()
     assert result.status == "completed"
     assert " ".join(result.messages).split() == ("start " + words).split()
+
+
+def test_E6_L4_a_long_run_of_whitespace_is_never_a_message_of_its_own() -> None:
+    # Blanks before the first word: a message never starts with them (Discord trims them)
+    # and is never made of them alone (Discord refuses an empty message).
+    driver = manual(max_message_length=200)
+    driver.text(" " * 190 + "word")
+    driver.grant()
+    assert sending(driver) == "word" + CURSOR
+    assert driver.end().messages == ("word",)
+
+
+def test_L5_near_a_messages_end_blanks_before_a_word_still_arriving_show_nothing() -> None:
+    driver = manual(max_message_length=200)
+    driver.text(" " * 160 + "wo")  # near the end only up to a boundary: blanks alone
+    assert not awaiting(driver)
+    assert driver.end().messages == ("wo",)

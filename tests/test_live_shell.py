@@ -229,3 +229,37 @@ async def test_B11_a_timeout_while_typing_sleeps_off_a_global_429_leaves_the_cli
         async with asyncio.timeout(30.0):
             await s.channel.send("probe")  # the client is not wedged
         assert s.api.messages()[-1].content == "probe"
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_L9_a_message_deleted_before_its_final_edit_leaves_the_result_too() -> None:
+    """At a rollover that would show nothing new, the next message is created first and the
+    finished one gets its final edit a turn later; a moderator deleting it in between ends
+    the stream as L9 says, and only the message still in the channel is in the result."""
+    async with stage() as s:
+        s.api.rate_limits = RateLimits()
+        shown: dict[int, str] = {}
+        deleted: list[int] = []
+
+        def watch(change: Change) -> None:
+            if change.kind == "create" and shown and not deleted:
+                first = next(iter(shown))
+                if shown[first].endswith(CURSOR):  # its final edit has not come yet
+                    s.api.delete_message(first)
+                    deleted.append(first)
+            if change.kind != "delete":
+                shown[change.message_id] = change.content
+
+        s.api.on_change(watch)
+        # A paragraph that ends near the message's end, then a code block that outgrows the
+        # room left: it is held back (L5), and the message ends where it already ends.
+        prose = ("alpha beta gamma delta " * 80)[:1689].rstrip() + "\n"
+        code = "".join(f"print({i})  # code line {i}\n" for i in range(40))
+        text = prose + "```python\n" + code + "```\nDone.\n"
+        result = await s.stream(ScriptProvider(paced(text)), LIVE)
+        assert deleted, "no rollover created the next message before the final edit"
+        assert result.status == "stopped_by_user"
+        assert result.stop_reason == "message_deleted"
+        assert list(result.messages) == [m.content for m in s.api.messages()]
+        assert deleted[0] not in {m.id for m in s.api.messages()}

@@ -294,6 +294,7 @@ HOSTS: list[tuple[str, str, str]] = [
     ("ipv6-ula", "http://[fd00::1]:8000", "fd00::1"),
     ("ipv6-ula-long", "addr fd12:3456:789a:1::1 down", "fd12:3456"),
     ("ipv6-link-local-zone", "via fe80::1%eth0 failed", "fe80::1"),
+    ("ipv6-link-local-fea", "via fea0::1 failed", "fea0::1"),
     ("name-internal", "Cannot connect to host vllm.internal:8000 ssl:default", "vllm"),
     ("name-k8s-local", "http://llm.default.svc.cluster.local/v1", "llm.default"),
     ("name-lan", "ollama.lan:11434 refused", "ollama"),
@@ -379,6 +380,12 @@ def test_G4_a_value_is_also_redacted_json_escaped_and_percent_encoded() -> None:
     secrets = Secrets.of([value])
     assert redact('{"p": "pa\\"ss/wo rd\\\\123"}', secrets) == f'{{"p": "{REDACTED}"}}'
     assert redact("?p=pa%22ss%2Fwo%20rd%5C123&x", secrets) == f"?p={REDACTED}&x"
+
+
+def test_G4_a_value_with_a_lone_surrogate_is_redacted_percent_encoded_too() -> None:
+    # UTF-8 cannot encode a lone surrogate: its percent-encoded form is the replacement's.
+    secrets = Secrets.of(["secret\ud800value12"])
+    assert redact("x=secret%3Fvalue12&", secrets) == f"x={REDACTED}&"
 
 
 def test_G4_short_values_are_not_redacted_by_value() -> None:

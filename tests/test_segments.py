@@ -1218,3 +1218,12 @@ def test_E6_steal_moves_as_little_as_makes_both_fit() -> None:
 def test_E6_steal_cuts_after_a_newline_when_one_is_in_reach() -> None:
     body = "a\nb" + " " * 195
     assert segments._steal(body, "...", 200) == ("a\n", "b" + " " * 195 + "...")
+
+
+def test_E6_E7_punctuation_lines_longer_than_half_a_message_together_all_arrive() -> None:
+    # Punctuation with no piece before it waits as glue for the next piece (E6), up to half a
+    # message: a second punctuation line that would pass that sends the first as it is.
+    pieces = Pieces(max_len=200)
+    out = pieces.feed("!" * 60 + "\n" + "?" * 60 + "\n" + "word\n")
+    out += pieces.flush()
+    assert "".join(out).split() == ["!" * 60, "?" * 60, "word"]
