@@ -28,8 +28,24 @@ extend it); `check(observed)` returns the violations, `[]` when every invariant 
   the stream listened decides its outcome, unless Discord's faults ended it first; a timeout
   closes the provider at the deadline, the last chunk plus the inactivity timeout (B2).
 - A *quiet* stream (no request before its end, no Discord fault that can change its course,
-  no limit reached) ends in one of the statuses its script predicts (`expected`), with one
-  error or timeout embed, last, unless suppressed, and none otherwise (G6).
+  no limit reached, no message of it deleted under it) ends in one of the statuses its script
+  predicts (`expected`), with one error or timeout embed, last, unless suppressed, and none
+  otherwise (G6).
+- Live delivery (SPEC L), from the channel's `history` (every create, edit and moderator's
+  deletion the emulator accepted): every message request, edits included, fits
+  max_message_length, parses no mention and holds no hidden text (L4, L6); what each message
+  shows, the cursor and provisional closers aside, only grows (L3); every content it shows,
+  the cursor aside, has balanced fences (E3, L4; the cursor is taken off first because, glued
+  to a closing fence line as in "``` ▌", it keeps that line from closing the block by the
+  fence rules of `tests.answers`); no message the stream leaves ends with the cursor (L4),
+  unless the last edit of it was refused by Discord, or the caller interrupted the call while
+  the request that left it was on its way and Discord accepted that request after the call
+  returned; none of its message requests was answered 429 by a channel's rate limit (L2; a
+  global 429 may come from requests cordstream does not pace, such as discord.py's retries);
+  and a moderator's deletion the stream found (an edit answered 10008) ends it as
+  `stopped_by_user`/`message_deleted` (L9), the message gone from `messages` (F2), while a
+  deletion it never found leaves the message in `messages` as Discord last accepted it.
+  Violations whose fix is pending are named apart (`KNOWN_DEFECTS`).
 
 `entry_explained` says whether a registry entry left after a stream is for a later turn (C5).
 The internal requester ids are the core's own (`cordstream.domain.requests`).
@@ -38,6 +54,8 @@ The internal requester ids are the core's own (`cordstream.domain.requests`).
 from __future__ import annotations
 
 import asyncio
+import itertools
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeAlias
@@ -47,6 +65,7 @@ from cordstream.domain.requests import INTERNAL_REQUESTERS
 from cordstream.shell import StreamConfig
 from cordstream.shell.stops import Listener, StopRegistry
 from cordstream.shell.testing.emulator import (
+    Change,
     Delay,
     ErrorReply,
     Fault,
@@ -55,6 +74,7 @@ from cordstream.shell.testing.emulator import (
     SentMessage,
 )
 from cordstream.shell.testing.script import ScriptProvider
+from tests.answers import fences_balanced
 
 BOUND: Final = 0.05  # B2, B3: how soon (virtual seconds) the provider must be closed
 EPSILON: Final = 1e-6  # float rounding of the virtual clock
@@ -70,6 +90,33 @@ ENDING_STATUSES: Final[Mapping[str, frozenset[str]]] = {
 }
 UNKNOWN_CHANNEL_CODE: Final = 10003
 MISSING_ACCESS_CODE: Final = 50001
+UNKNOWN_MESSAGE_CODE: Final = 10008  # an edit of a message a moderator deleted (L9)
+# Stop reasons of an outcome fixed from inside (C5: a later stop stays in the registry).
+FIXED_REASONS: Final = INTERNAL_REQUESTERS | {"message_deleted"}
+# What a live message may show provisionally after its text (L4, E8): inline markers' closers
+# and a code block's closing fence line.
+PROVISIONAL: Final = '*~`)"\n'
+# The requests that carry a message's content.
+MESSAGE_REQUESTS: Final = frozenset({"send", "edit"})
+# Violations of live delivery whose fix is pending in domain/live.py and shell/orchestrator.py
+# (issue 12), found by the soak and the shell's property tests: `check` names them apart, the
+# soak counts them apart from its must-be-zero figures and the property tests note them
+# without failing. Each is pinned by a strict xfail test in tests/test_soak.py: the day it is
+# fixed, that test passes, fails as an unexpected pass, and its name goes from here.
+# - `bare_fence`: the answer's last line is a code block's opening fence line with nothing
+#   after it (``"Hello\n```py"``); the live message's final content ends with it, leaving the
+#   block open (messages delivery drops such a line, E3).
+# - `cursor_left_after_cancel`: the caller cancelled (or timed out) while the message's create
+#   was answered during the provider's cleanup, or while its finishing edit waited its turn;
+#   the shell made no final edit of it, so it keeps the cursor (L4).
+# - `transcript_order`: a message whose final edit waited while the next one was created and
+#   finished at once (it filled a message) is listed after that one in `messages` (F2).
+# - `limit_loop`: a code block rolls over into a message that `send_message_limit` or
+#   `flush_limit` forbids; the core asks for the channel's turn again and again, and the call
+#   never returns (B1; see `limit_loop`, which the harnesses ask of a stuck stream).
+KNOWN_DEFECTS: Final = frozenset(
+    {"bare_fence", "cursor_left_after_cancel", "transcript_order", "limit_loop"}
+)
 
 RequestKind: TypeAlias = Literal["stop", "follow_up"]
 When: TypeAlias = Literal["before", "during", "after"]
@@ -110,8 +157,10 @@ class Observed:
     at `interrupted_at`; `caller_cancelled`: CancelledError came out of it), the
     loop times the call returned (`done_at`) and the stream stopped listening to the registry
     (`ended_at`, when known: its result existed by then), the requests made (`fired`), the
-    messages Discord accepted and the requests it got in the stream's channel, the registry's
-    entry once everything settled, and the provider's calls still under way at the return."""
+    messages Discord accepted, the channel's history (every create, edit and moderator's
+    deletion, `DiscordEmulator.history`; empty: no edit and no deletion happened) and the
+    requests it got in the stream's channel, the registry's entry once everything settled, and
+    the provider's calls still under way at the return."""
 
     config: StreamConfig
     provider: ScriptProvider
@@ -128,6 +177,7 @@ class Observed:
     ended_at: float | None = None
     fired: list[Fired] = field(default_factory=list)
     messages: list[SentMessage] = field(default_factory=list)
+    history: list[Change] = field(default_factory=list)
     requests: list[RecordedRequest] = field(default_factory=list)
     registry_entry: StopRequest | None = None
     provider_running: int = 0
@@ -151,6 +201,7 @@ def check(observed: Observed) -> list[Violation]:
     found = _check_call(observed)
     found += _check_provider(observed)
     found += _check_messages(observed)
+    found += _check_live(observed)
     result = observed.result
     if result is None:
         return found
@@ -190,49 +241,211 @@ def _check_provider(observed: Observed) -> list[Violation]:
 
 
 def _check_messages(observed: Observed) -> list[Violation]:
-    """What reached the channel, whatever the call returned (E7, F1, G7, E4, E5, B5)."""
+    """What reached the channel, whatever the call returned (E7, F1, G7, E4, E5, B5): every
+    message request (a send, a live edit) accepted or not, and the messages left."""
     found: list[Violation] = []
     limit = min(DISCORD_LIMIT, observed.config.max_message_length)
     sent = [m.content for m in observed.messages]
     for request in observed.requests:
-        if request.kind != "send":
+        if request.kind not in MESSAGE_REQUESTS:
             continue
         body = request.json if isinstance(request.json, Mapping) else {}
         sent.append(str(body.get("content") or ""))
         mentions = body.get("allowed_mentions")
         if not isinstance(mentions, Mapping) or mentions.get("parse") != []:
-            found.append(("mentions_allowed", f"a send with allowed_mentions {mentions!r}"))
+            found.append(
+                ("mentions_allowed", f"a {request.kind} with allowed_mentions {mentions!r}")
+            )
         if request.status == 400:
             found.append(("refused_by_discord", repr(request.json)[:120]))
-    found += [  # what was sent, accepted or not, once each
-        ("too_long", f"a {len(content)}-character message, over {limit}")
-        for content in dict.fromkeys(sent)
-        if len(content) > limit
-    ]
-    for message in observed.messages:
-        if message.pings.anyone:
-            found.append(("ping", repr(message.content[:80])))
-        if any(text in message.content for text in observed.hidden):
-            found.append(("hidden_text_sent", repr(message.content[:80])))
-    texts = [m for m in observed.messages if not m.embeds]
-    if observed.reply_to is not None and texts:
-        first = texts[0].message_reference
-        if first is None or int(first["message_id"]) != observed.reply_to:
-            found.append(("reply", f"the first message replies to {first}"))
-        if any(m.message_reference is not None for m in texts[1:]):
-            found.append(("reply", "a later message is a reply"))
+    for content in dict.fromkeys(sent):  # what was sent, accepted or not, once each
+        if len(content) > limit:
+            found.append(("too_long", f"a {len(content)}-character message, over {limit}"))
+        if any(text in content for text in observed.hidden):
+            found.append(("hidden_text_sent", repr(content[:80])))
+    found += [("ping", repr(m.content[:80])) for m in observed.messages if m.pings.anyone]
+    if observed.reply_to is not None:
+        found += _check_replies(observed, observed.reply_to)
     if observed.suppress and any(m.embeds for m in observed.messages):
         found.append(("embed_despite_suppress", ""))
     return found
+
+
+def _check_replies(observed: Observed, reply_to: int) -> list[Violation]:
+    """F1: the stream's first message replies to `reply_to` (when it is still there: a
+    moderator may have deleted it), and no later one replies."""
+    texts = [m for m in observed.messages if not m.embeds]
+    created = [c.message_id for c in observed.history if c.kind == "create" and not c.embeds]
+    first = created[0] if created else texts[0].id if texts else None
+    found: list[Violation] = []
+    for message in texts:
+        reference = message.message_reference
+        if message.id != first:
+            if reference is not None:
+                found.append(("reply", "a later message is a reply"))
+        elif reference is None or int(reference["message_id"]) != reply_to:
+            found.append(("reply", f"the first message replies to {reference}"))
+    return found
+
+
+def _check_live(observed: Observed) -> list[Violation]:
+    """SPEC L, from the channel's history: L3 (what each message shows, cursor and provisional
+    closers aside, only grows), L4 (no cursor left behind, but for the two exceptions of the
+    module docstring), E3 and L4 (every content a message showed, the cursor aside, has
+    balanced fences) and L2 (none of the stream's message requests was answered 429 by the
+    channel's rate limit)."""
+    config = observed.config
+    if config.delivery != "live":
+        return []
+    found: list[Violation] = []
+    cursor = config.cursor
+    shown: dict[int, list[str]] = {}
+    last: dict[int, Change] = {}
+    for change in observed.history:
+        last[change.message_id] = change
+        if change.kind != "delete" and not change.embeds:
+            shown.setdefault(change.message_id, []).append(without_cursor(change.content, cursor))
+    for message_id, contents in shown.items():
+        for before, after in itertools.pairwise(contents):
+            rest = before[_common(before, after) :]
+            if rest.strip(PROVISIONAL):
+                found.append(
+                    ("shrank", f"message {message_id}: {before[-40:]!r} then {after[-40:]!r}")
+                )
+                break
+    for message_id, change in last.items():
+        if change.kind == "delete" or change.embeds or not has_cursor(change.content, cursor):
+            continue
+        if _cursor_excused(observed, change):
+            continue
+        name = "cursor_left_after_cancel" if _no_final_edit(observed, message_id) else "cursor_left"
+        found.append((name, f"message {message_id}: {change.content[-40:]!r}"))
+    for contents in shown.values():
+        unbalanced = next((c for c in contents if not fences_balanced(c)), None)
+        if unbalanced is not None:
+            name = "bare_fence" if _bare_fence(unbalanced) else "fences"
+            found.append((name, f"an open code block in {unbalanced[-60:]!r}"))
+    limited = [r for r in observed.requests if r.kind in MESSAGE_REQUESTS and r.rate_limited]
+    if any(r.rate_limited == "route" for r in limited):
+        kinds = sorted({f"{r.kind} ({r.rate_limited})" for r in limited})
+        found.append(("rate_limited", f"{len(limited)} message requests answered 429: {kinds}"))
+    return found
+
+
+def _common(before: str, after: str) -> int:
+    """The length of the longest prefix `before` and `after` share."""
+    common = 0
+    for a, b in zip(before, after, strict=False):
+        if a != b:
+            break
+        common += 1
+    return common
+
+
+def _no_final_edit(observed: Observed, message_id: int) -> bool:
+    """The caller interrupted the call, and no edit of the message reached Discord after that:
+    the shell made no final edit of it (known defect `cursor_left_after_cancel`)."""
+    moment = observed.interrupted_at
+    if not observed.interrupted() or moment is None:
+        return False
+    return not any(r.at >= moment - EPSILON for r in _edits_of(observed, message_id))
+
+
+_BARE_FENCE: Final = re.compile(r"(?:\A|\n)[ \t]*`{3,}[^`\n]*\Z")
+
+
+def _bare_fence(content: str) -> bool:
+    """Whether what leaves `content`'s fences unbalanced is a fence line at its very end, with
+    nothing after it (known defect `bare_fence`)."""
+    match = _BARE_FENCE.search(content)
+    return match is not None and fences_balanced(content[: match.start()])
+
+
+def without_cursor(content: str, cursor: str) -> str:
+    """A live message's content without its streaming cursor (after the text, or on a line of
+    its own after a code block's provisional closing fence, L4)."""
+    if cursor and content.endswith(cursor):
+        return content[: -len(cursor)]
+    mark = cursor.strip()
+    if mark and content.endswith("\n" + mark):
+        return content[: -len(mark) - 1]
+    return content
+
+
+def has_cursor(content: str, cursor: str) -> bool:
+    return bool(cursor) and without_cursor(content, cursor) != content
+
+
+def _edits_of(observed: Observed, message_id: int) -> list[RecordedRequest]:
+    suffix = f"/messages/{message_id}"
+    return [r for r in observed.requests if r.kind == "edit" and r.path.endswith(suffix)]
+
+
+def _cursor_excused(observed: Observed, change: Change) -> bool:
+    """Whether a cursor left in a message is not the stream's doing: Discord refused the last
+    edit of it (its final edit, or the one before when that refusal left nothing more to
+    send), or the caller interrupted the call while the request that left it was on its way,
+    and Discord accepted that request after the call returned (L4's final edit came first,
+    or the stream never heard of the message)."""
+    edits = _edits_of(observed, change.message_id)
+    if edits and edits[-1].status != 200:
+        return True
+    return observed.interrupted() and change.at > observed.done_at
+
+
+def limit_loop(observed: Observed) -> bool:
+    """Whether a stream that did not end is known defect `limit_loop`: live delivery, and the
+    stream created as many messages as its `send_message_limit` or `flush_limit` allows."""
+    config = observed.config
+    created = sum(1 for c in observed.history if c.kind == "create" and not c.embeds)
+    limits = {config.send_message_limit, config.flush_limit} - {0}
+    return config.delivery == "live" and created in limits
+
+
+def deleted_unseen(observed: Observed) -> list[Change]:
+    """The stream's messages a moderator deleted without the stream finding out (it made no
+    edit of them that Discord answered 10008 Unknown Message, so it ends otherwise than as
+    `message_deleted`): they are in its `messages` as Discord last accepted them (F2)."""
+    result = observed.result
+    if result is not None and result.stop_reason == "message_deleted":
+        return []
+    return [c for c in observed.history if c.kind == "delete" and not c.embeds]
+
+
+def deleted_seen(observed: Observed) -> bool:
+    """Whether an edit of one of the stream's messages was answered 10008 Unknown Message: a
+    moderator deleted it, and the stream found out (L9)."""
+    deleted = {c.message_id for c in observed.history if c.kind == "delete"}
+    return any(
+        r.status == 404 and (r.fault is None or _effective(r.fault) is None)
+        for message_id in deleted
+        for r in _edits_of(observed, message_id)
+    )
+
+
+def transcript(observed: Observed) -> tuple[str, ...]:
+    """What the stream's `messages` must be (F2): its messages in the channel, in order, and
+    those a moderator deleted without its knowing, as they were (`deleted_unseen`)."""
+    return tuple(content for _, content in _transcript(observed))
+
+
+def _transcript(observed: Observed) -> list[tuple[int, str]]:
+    kept = [(m.id, m.content) for m in observed.messages if not m.embeds]
+    kept += [(c.message_id, c.content) for c in deleted_unseen(observed)]
+    return sorted(kept)
 
 
 def _check_transcript(result: StreamResult, observed: Observed) -> list[Violation]:
     """F2: the result is exactly what Discord accepted, in order, and its text is those
     contents joined by "\\n"; and the core saw no impossible event."""
     found: list[Violation] = []
-    contents = tuple(m.content for m in observed.messages if not m.embeds)
+    contents = transcript(observed)
     if result.messages != contents:
-        found.append(("transcript", _messages_diff(result.messages, contents)))
+        name = "transcript"
+        live = observed.config.delivery == "live"
+        if live and sorted(result.messages) == sorted(contents):
+            name = "transcript_order"  # a known defect (see `KNOWN_DEFECTS`)
+        found.append((name, _messages_diff(result.messages, contents)))
     elif result.accumulated_text != "\n".join(contents):
         found.append(("transcript", _diff(result.accumulated_text, "\n".join(contents))))
     if result.messages_sent != len(contents):
@@ -385,6 +598,8 @@ def _explained(result: StreamResult, observed: Observed, disturbing: list[Fault]
                 case "send_message_limit":
                     limit = config.send_message_limit
                     return "send_message_limit" in requesters or result.messages_sent == limit
+                case "message_deleted":  # L9
+                    return deleted_seen(observed)
     return False
 
 
@@ -403,16 +618,22 @@ def is_quiet(result: StreamResult, observed: Observed) -> bool:
     """No request before the stream's end, no Discord fault that can change its course and no
     limit reached: how it ends is then its script's doing alone."""
     limited = result.stop_reason in ("flush_limit", "send_message_limit")
-    return not observed.heard() and not disturbing_faults(observed.requests) and not limited
+    deleted = deleted_seen(observed)
+    return (
+        not observed.heard()
+        and not disturbing_faults(observed.requests)
+        and not limited
+        and not deleted
+    )
 
 
 def send_faults(requests: Iterable[RecordedRequest]) -> list[Fault]:
-    """Faults consumed by message sends: these can change a stream's course (F4). A 429 from
-    Discord's real rate limits counts as a `RateLimited` fault: it uses one of discord.py's
-    tries too."""
+    """Faults consumed by message requests (sends, and live delivery's edits): these can
+    change a stream's course (F4). A 429 from Discord's real rate limits counts as a
+    `RateLimited` fault: it uses one of discord.py's tries too."""
     found: list[Fault] = []
     for r in requests:
-        if r.kind != "send":
+        if r.kind not in MESSAGE_REQUESTS:
             continue
         if r.rate_limited is not None:
             found.append(RateLimited(is_global=r.rate_limited == "global"))
@@ -459,7 +680,7 @@ def entry_explained(observed: Observed, entry: StopRequest) -> bool:
     fixed = (
         entry.kind == "stop"
         and result.status == "stopped_by_user"
-        and result.stop_reason in INTERNAL_REQUESTERS
+        and result.stop_reason in FIXED_REASONS
     )
     return waiting_follow_up or fixed
 
