@@ -855,6 +855,7 @@ class Report:
     shrinking_edits: int = 0  # live messages whose shown text shrank or changed (L3)
     live_429s: int = 0  # live streams' message requests answered 429 by Discord's limits (L2)
     live_streams: int = 0  # streams with delivery="live" (the others: "messages")
+    live_global_429s: int = 0  # live streams' message requests answered a global 429
     shared_streams: int = 0  # live streams sharing a channel with others of their group
     answers: int = 0  # streams of the answers phase
     live_answers: int = 0  # of those, the live ones (the others: messages delivery)
@@ -1273,7 +1274,12 @@ def tally(report: Report, outcome: Outcome) -> None:
     report.streams += 1
     if outcome.stuck:
         report.stuck_streams += 1
-    report.live_streams += outcome.plan.config.delivery == "live"
+    if outcome.plan.config.delivery == "live":
+        report.live_streams += 1
+        if outcome.plan.group in (None, outcome.plan.index):  # a shared channel's once
+            report.live_global_429s += sum(
+                r.kind in ("send", "edit") and r.rate_limited == "global" for r in outcome.requests
+            )
     report.shared_streams += outcome.plan.group is not None
     if outcome.plan.delete_at is not None:
         report.deletions[deletion_label(outcome)] += 1
@@ -1754,6 +1760,7 @@ def render(report: Report) -> str:
         ("live messages whose text shrank (L3)", report.shrinking_edits),
         ("live message requests answered 429 (L2)", report.live_429s),
         ("live streams (the others: messages delivery)", report.live_streams),
+        ("live requests answered a global 429 (allowed)", report.live_global_429s),
         ("live streams sharing a channel (2 or 3)", report.shared_streams),
         ("streams under Discord's real rate limits", report.limited_streams),
         ("cancels that left work in the background (B11)", report.background_requests),
