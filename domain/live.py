@@ -233,7 +233,9 @@ def granted(
         tail = tail[plan.cut :]
         plan = _plan(live, tail, config, final=ending)
     seq = live.next_seq
-    if live.closing is not None and (plan is None or live.current is not None or ending):
+    if live.closing is not None and (
+        plan is None or plan.seals or live.current is not None or ending
+    ):  # the finished message's final edit before another message is finished (F2 order)
         flight = Flight("close", live.closing, seals=True)
         edit = EditMessage(seq, live.closing, live.closing_index)
         return replace(live, in_flight=seq, flight=flight, next_seq=seq + 1), tail, edit
@@ -401,6 +403,10 @@ def _plan(live: Live, tail: str, config: StreamConfig, *, final: bool) -> _Plan 
     cursor = "" if final else config.cursor
     blocks = _blocks(tail, live.fence)
     if final:
+        visible = _visible_end(tail, blocks)
+        if visible < len(tail.rstrip()):  # a fence line with nothing after it (E3)
+            tail = tail[:visible]
+            blocks = _blocks(tail, live.fence)
         whole = _compose(live, tail, blocks, cursor=None, last=True)
         if len(whole) <= max_len:
             return _Plan(whole, len(tail), seals=True, cut=len(tail)) if whole else None
@@ -527,8 +533,8 @@ def _seal(
 def _compose(live: Live, text: str, blocks: list[_Block], *, cursor: str | None, last: bool) -> str:
     """A message's content: the reopened fence line, the text, closers, the cursor (L4)."""
     body = (live.reopen + text).lstrip()
-    if not body.strip():
-        return ""
+    if not text.strip():
+        return ""  # a reopened fence line alone shows nothing
     last_block = blocks[-1] if blocks and blocks[-1].end is None else None
     if last_block is not None and last_block.body <= len(text):
         content = body + ("" if body.endswith("\n") else "\n") + last_block.fence

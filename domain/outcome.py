@@ -178,7 +178,6 @@ def message_deleted(ending: Ending | None) -> Ending:
         "internal",
         stop_reason="message_deleted",
         stop_context=context,
-        hurry=True,
         deliver=False,
     )
 

@@ -135,7 +135,6 @@ from cordstream.domain import (
     initial_state,
     step,
 )
-from cordstream.domain import live as lives
 from cordstream.domain.machine import abandon
 from cordstream.domain.redact import Secrets
 from cordstream.shell import delivery, ratelimit
@@ -154,7 +153,7 @@ CLOSE_TIMEOUT = 5.0
 CLOSE_GRACE = 0.1
 # How long the final edit of a live message may take when the call is cancelled or breaks
 # off (L4): shielded from the cancellation, and bounded by this.
-FINAL_EDIT_TIMEOUT = 2.0
+FINAL_EDIT_TIMEOUT = 5.0
 # Not a failure of the provider: the program is asked to end (see "Rules chosen" above).
 _FATAL = (KeyboardInterrupt, SystemExit)
 
@@ -699,22 +698,35 @@ class _Stream:
         self.feed(TurnGranted(self.loop.time(), token))
 
     async def final_edit(self) -> bool:
-        """L4: when the caller cancels the call, the core makes no final edit, and the live
-        message still shows the cursor: edit it to what it shows, without the cursor.
-        Shielded from the caller's cancellation and bounded by `FINAL_EDIT_TIMEOUT`. True if
-        the caller cancelled meanwhile. (A result, even the last resort's after a fault,
-        reports what Discord accepted, so nothing is edited after it.)"""
-        live = self.state.core.live
-        if live is None or not self.live_messages:
+        """L4: when the caller cancels the call, the core makes no final edit, and a live
+        message may still show the cursor: the one being edited, or one whose finishing edit
+        never reached Discord, or one Discord created after the core stopped being fed. Each
+        message of the stream whose content, as Discord last accepted it, ends with the cursor
+        is edited to that content without it, in its turn under the budgets. Shielded from the
+        caller's cancellation and bounded by `FINAL_EDIT_TIMEOUT` in all. True if the caller
+        cancelled meanwhile. (A result, even the last resort's after a fault, reports what
+        Discord accepted, so nothing is edited after it.)"""
+        cursor = self.config.cursor
+        if self.state.core.live is None or not cursor:
             return False
-        message = self.live_messages[-1]
-        content = lives.final_content(live, self.state.tail, self.config)
-        if content is None or content == live.current or not content:
+        edits: list[tuple[discord.Message, str]] = []
+        for message, content in zip(self.live_messages, self.accepted, strict=False):
+            for shown in (cursor, "\n" + cursor.strip()):
+                if content.endswith(shown) and content[: -len(shown)].strip():
+                    edits.append((message, content[: -len(shown)]))
+                    break
+        if not edits:
             return False
-        mentions = self.context.allowed_mentions
+        channel, mentions = self.context.channel, self.context.allowed_mentions
 
         async def edit() -> None:
-            await delivery.edit_message(message, content, allowed_mentions=mentions)
+            for message, content in edits:
+                await ratelimit.turn(self.channel_id)
+                await ratelimit.deliver(
+                    lambda message=message, content=content: delivery.edit_message(  # type: ignore[misc]
+                        message, content, allowed_mentions=mentions
+                    )
+                )
 
         task = self.loop.create_task(edit())
         hurried = False
@@ -723,7 +735,7 @@ class _Stream:
         except asyncio.CancelledError:
             hurried = True
         if not task.done():
-            ratelimit.cancel_requests(self.context.channel, {task})
+            ratelimit.cancel_requests(channel, {task})
         return hurried
 
     async def send_embed(self, seq: int, embed: EmbedSpec) -> None:

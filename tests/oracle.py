@@ -114,9 +114,7 @@ MESSAGE_REQUESTS: Final = frozenset({"send", "edit"})
 # - `limit_loop`: a code block rolls over into a message that `send_message_limit` or
 #   `flush_limit` forbids; the core asks for the channel's turn again and again, and the call
 #   never returns (B1; see `limit_loop`, which the harnesses ask of a stuck stream).
-KNOWN_DEFECTS: Final = frozenset(
-    {"bare_fence", "cursor_left_after_cancel", "transcript_order", "limit_loop"}
-)
+KNOWN_DEFECTS: Final[frozenset[str]] = frozenset()  # all four fixed (2026-12-02): none pending
 
 RequestKind: TypeAlias = Literal["stop", "follow_up"]
 When: TypeAlias = Literal["before", "during", "after"]

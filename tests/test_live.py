@@ -550,3 +550,15 @@ def test_L5_near_a_messages_end_blanks_before_a_word_still_arriving_show_nothing
     driver.text(" " * 160 + "wo")  # near the end only up to a boundary: blanks alone
     assert not awaiting(driver)
     assert driver.end().messages == ("wo",)
+
+
+def test_C6_L7_a_follow_up_before_anything_was_shown_ends_at_once() -> None:
+    # A turn is awaited for text no message shows yet; the follow-up drops that text, so
+    # nothing is left to send and the result comes without waiting for the turn.
+    driver = manual()
+    driver.text("Not shown yet")
+    assert awaiting(driver)
+    driver.request(StopRequest("follow_up", "u2"))
+    assert driver.result is not None
+    assert driver.result.status == "follow_up_interrupt"
+    assert driver.channel == []

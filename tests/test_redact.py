@@ -382,6 +382,10 @@ def test_G4_a_value_is_also_redacted_json_escaped_and_percent_encoded() -> None:
     assert redact("?p=pa%22ss%2Fwo%20rd%5C123&x", secrets) == f"?p={REDACTED}&x"
 
 
+def test_G4_a_value_with_a_non_ascii_character_is_redacted_percent_encoded() -> None:
+    assert redact("x=p%C3%A4sswort12345&", Secrets.of(["p\u00e4sswort12345"])) == f"x={REDACTED}&"
+
+
 def test_G4_a_value_with_a_lone_surrogate_is_redacted_percent_encoded_too() -> None:
     # UTF-8 cannot encode a lone surrogate: its percent-encoded form is the replacement's.
     secrets = Secrets.of(["secret\ud800value12"])

@@ -78,7 +78,7 @@ from cordstream.shell.testing.emulator import (
 from tests.answers import fences_balanced
 from tests.driver import Driver
 from tests.live_driver import LiveDriver, live
-from tests.oracle import KNOWN_DEFECTS, Fired, Request, TimedRegistry
+from tests.oracle import Fired, Request, TimedRegistry
 from tests.stage import Hang, ScriptProvider, Sleep, stage
 
 CHANNEL = 42
@@ -582,8 +582,8 @@ def test_L4_a_cursor_left_by_a_cancelled_call_is_excused_only_when_discord_accep
     outcome = cancelled_outcome()
     outcome.config = replace(outcome.config, delivery="live")
     outcome.history = [change(0.5, "create", "Half" + CURSOR)]
-    assert names(outcome) == {"cursor_left_after_cancel"}  # no final edit (a known defect)
-    assert failing(outcome) == {}
+    assert names(outcome) == {"cursor_left_after_cancel"}  # no final edit
+    assert failing(outcome) != {}  # must be zero: its fix landed
     outcome.history = [change(1.5, "create", "Half" + CURSOR)]  # accepted after the return
     assert names(outcome) == set()
     outcome.history = [change(0.5, "create", "Half" + CURSOR)]
@@ -595,12 +595,12 @@ def test_L4_a_cursor_left_by_a_cancelled_call_is_excused_only_when_discord_accep
 def test_E3_a_live_message_with_an_open_code_block_is_counted() -> None:
     outcome = live_outcome("```py\nx = 1")
     assert names(outcome) == {"fences"}
-    bare = live_outcome("Hello\n```py")  # only a fence line with nothing after it: known
+    bare = live_outcome("Hello\n```py")  # only a fence line with nothing after it
     assert names(bare) == {"bare_fence"}
     report = Report()
     tally(report, bare)
-    assert report.known_defects == Counter({"bare_fence": 1})
-    assert report.failures() == {}
+    assert report.known_defects == Counter()  # must be zero: its fix landed
+    assert report.failures() != {}
 
 
 def test_L2_a_live_request_answered_429_by_a_channel_s_limit_is_counted() -> None:
@@ -806,21 +806,14 @@ def test_E4_a_think_block_after_an_overflow_cut_through_inline_code_is_not_sent(
     assert result.thought_log.raw == "SECRET"
 
 
-# -- findings in live delivery, fix pending (tests.oracle.KNOWN_DEFECTS) -----------------------
+# -- findings in live delivery (the soak and the shell machine), now regression tests -----------
 #
-# Each test below fails today, as a strict xfail: the day the defect is fixed (in domain/live.py
-# or shell/orchestrator.py), it passes, strict xfail fails it, and the defect's name goes from
-# `tests.oracle.KNOWN_DEFECTS` (the soak then counts it in its must-be-zero figures again).
+# Each was a defect the soak or the shell's property tests found (`tests.oracle` named it in
+# `KNOWN_DEFECTS` while its fix was pending); fixed in domain/live.py and shell/orchestrator.py.
 
 LIVE_CURSOR = " \u258c"
 
 
-def pending(defect: str) -> pytest.MarkDecorator:
-    assert defect in KNOWN_DEFECTS
-    return pytest.mark.xfail(strict=True, reason=f"known defect {defect}, fix pending")
-
-
-@pending("bare_fence")
 def test_E3_a_live_answer_ending_with_a_bare_fence_line_leaves_no_block_open() -> None:
     """Soak seed 0, stream 1486 (a user stop) and the shell's property tests: the answer's last
     line is a fence line with nothing after it. Messages delivery sends "Hello there!"."""
@@ -831,7 +824,6 @@ def test_E3_a_live_answer_ending_with_a_bare_fence_line_leaves_no_block_open() -
     assert all(fences_balanced(m) for m in result.messages), result.messages
 
 
-@pending("transcript_order")
 def test_F2_a_message_awaiting_its_final_edit_keeps_its_place_in_messages() -> None:
     """Found by the shell's property tests: the third message waits for its final edit (it
     would show nothing new) while the next ones are created, the first of them full at once;
@@ -849,7 +841,6 @@ def test_F2_a_message_awaiting_its_final_edit_keeps_its_place_in_messages() -> N
     driver.end()  # AssertionError: result.messages != the channel
 
 
-@pending("limit_loop")
 def test_B1_a_code_block_rolling_over_into_a_forbidden_message_ends_the_stream() -> None:
     """Found by the shell's property tests (a stream that never ended): the block's fence
     line, reopened for the next message, is taken for text to show, so after the limit the
@@ -868,7 +859,6 @@ def test_B1_a_code_block_rolling_over_into_a_forbidden_message_ends_the_stream()
     assert driver.result.stop_reason == "send_message_limit"
 
 
-@pending("cursor_left_after_cancel")
 @pytest.mark.asyncio
 @pytest.mark.looptime
 async def test_L4_a_create_answered_as_a_cancelled_call_closes_the_provider_keeps_no_cursor() -> (
@@ -890,7 +880,6 @@ async def test_L4_a_create_answered_as_a_cancelled_call_closes_the_provider_keep
         assert s.contents == ["Hello there"]
 
 
-@pending("cursor_left_after_cancel")
 @pytest.mark.asyncio
 @pytest.mark.looptime
 async def test_L4_a_cancel_while_the_finishing_edit_waits_its_turn_leaves_no_cursor() -> None:

@@ -331,3 +331,11 @@ def test_D2_an_int_subclass_is_judged_as_the_plain_int_it_is() -> None:
     assert normalize_usage({"prompt_tokens": _BrokenCompare(-3), "completion_tokens": 4}) == (
         TokenUsage(0, 4)
     )
+
+
+def test_D1_usage_as_an_object_with_only_one_providers_field_names() -> None:
+    # An SDK's usage object has its own names and lacks the others: absent ones are skipped.
+    assert normalize_usage(SimpleNamespace(prompt_tokens=3, completion_tokens=4)) == TokenUsage(
+        3, 4
+    )
+    assert normalize_usage(SimpleNamespace(input_tokens=5, output_tokens=6)) == TokenUsage(5, 6)

@@ -10,14 +10,17 @@ from __future__ import annotations
 import domain
 import shell
 from cordstream.domain import (
+    AwaitTurn,
     ChunkArrived,
     Delivered,
+    EditMessage,
     Finish,
     ProviderEnded,
     SendMessage,
     Started,
     StreamConfig,
     TextChunk,
+    TurnGranted,
     initial_state,
     step,
 )
@@ -32,11 +35,15 @@ def main() -> None:
     state, _ = step(state, Started(now=0.0))
     state, effects = step(state, ChunkArrived(0.1, TextChunk(domain.greet("world") + "\n")))
     state, ended = step(state, ProviderEnded(0.2))
-    todo = [*effects, *ended]  # what the shell would do: Discord accepts every send
+    # What the shell would do: every turn is granted, Discord accepts every request.
+    todo = [*effects, *ended]
     finish: Finish | None = None
     while todo:
         effect = todo.pop(0)
-        if isinstance(effect, SendMessage):
+        if isinstance(effect, AwaitTurn):
+            state, answers = step(state, TurnGranted(0.3, token=effect.token))
+            todo.extend(answers)
+        elif isinstance(effect, SendMessage | EditMessage):
             state, answers = step(state, Delivered(0.3, seq=effect.seq))
             todo.extend(answers)
         elif isinstance(effect, Finish):
