@@ -403,12 +403,14 @@ def _plan(live: Live, tail: str, config: StreamConfig, *, final: bool) -> _Plan 
     cursor = "" if final else config.cursor
     blocks = _blocks(tail, live.fence)
     if final:
-        visible = _visible_end(tail, blocks)
-        if visible < len(tail.rstrip()):  # a fence line with nothing after it (E3)
-            tail = tail[:visible]
-            blocks = _blocks(tail, live.fence)
+        # A fence line with nothing after it is left out (E3), but never what a message
+        # already shows (L3: a backtick shown before it became a fence stays).
+        visible = max(_visible_end(tail, blocks, arriving=False), live.shown)
         whole = _compose(live, tail, blocks, cursor=None, last=True)
-        if len(whole) <= max_len:
+        if visible < len(tail.rstrip()):
+            shown = tail[:visible]
+            whole = _compose(live, shown, _blocks(shown, live.fence), cursor=None, last=True)
+        if len(whole) <= max_len:  # the last message: it takes all the tail, shown or left out
             return _Plan(whole, len(tail), seals=True, cut=len(tail)) if whole else None
         return _seal(live, tail, blocks, config, final=True)
     room = max_len - len(live.reopen) - len(cursor) - _CLOSER_RESERVE
@@ -433,13 +435,17 @@ def _plan(live: Live, tail: str, config: StreamConfig, *, final: bool) -> _Plan 
     return _Plan(content, end)
 
 
-def _visible_end(tail: str, blocks: list[_Block]) -> int:
+def _visible_end(tail: str, blocks: list[_Block], *, arriving: bool = True) -> int:
     """How much of the tail may be shown at all: a code block's fence line is held back until
     code follows it (it may yet name its language, and a block cut there would be empty), and
-    so is trailing whitespace."""
+    so is trailing whitespace, and (`arriving`: the model still writes) a last line of
+    backticks alone, which may become a fence line (E3)."""
     end = len(tail)
     if blocks and blocks[-1].end is None and not tail[blocks[-1].body :].strip():
         end = blocks[-1].start  # not before it holds code: an empty block shows nothing
+    line = tail.rfind("\n", 0, end) + 1
+    if arriving and "\n" not in tail[line:] and not tail[line:end].strip(" \t").strip("`"):
+        end = line  # "`" or "``" may be the start of "```"
     return len(tail[:end].rstrip()) if tail[:end].strip() else 0
 
 

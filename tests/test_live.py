@@ -562,3 +562,16 @@ def test_C6_L7_a_follow_up_before_anything_was_shown_ends_at_once() -> None:
     assert driver.result is not None
     assert driver.result.status == "follow_up_interrupt"
     assert driver.channel == []
+
+
+def test_E3_L3_backticks_at_a_line_start_wait_until_they_are_known_not_to_be_a_fence() -> None:
+    # Found by the property test: "`" was shown, then became "```" with nothing after it, a
+    # bare fence line the final edit leaves out (E3) while L3 keeps what was shown.
+    driver = manual()
+    driver.text("<reasoning>stream stream\n</reasoning>`")
+    assert not awaiting(driver)  # "`" may become a fence line: not shown yet
+    driver.text("``\n")
+    assert driver.end().messages == ()  # a bare fence line: nothing to show, as E3 says
+    plain = manual()
+    plain.text("A tick: \n``")
+    assert plain.end().messages == ("A tick: \n``",)  # at the end, backticks are text
