@@ -252,6 +252,7 @@ class _Stream:
         self.fault_error: Exception | None = None  # the first fault (see the docstring)
         self.accepted: list[str] = []  # contents Discord accepted, for the last resort (F2)
         self.live_messages: list[discord.Message] = []  # the messages live delivery edits (L)
+        self.latest: dict[int, str] = {}  # the latest content sent to each of them
         self.turn_task: asyncio.Task[None] | None = None  # waits for the channel's turn (L2)
         # The core is fed nothing more: it faulted beyond recovery, or the call is over.
         self.broken = False
@@ -682,6 +683,7 @@ class _Stream:
             self.feed(Rejected(self.loop.time(), seq, DiscordFailure(None, None, error)))
             return
         message = self.live_messages[index]
+        self.latest[index] = content
         edited = await ratelimit.deliver(
             lambda: delivery.edit_message(message, content, allowed_mentions=mentions)
         )
@@ -710,11 +712,18 @@ class _Stream:
         if self.state.core.live is None or not cursor:
             return False
         edits: list[tuple[discord.Message, str]] = []
-        for message, content in zip(self.live_messages, self.accepted, strict=False):
+        for index, (message, content) in enumerate(
+            zip(self.live_messages, self.accepted, strict=False)
+        ):
+            # The latest content sent holds all that Discord may have accepted (an edit the
+            # cancellation cut off may have reached it): never less (L3).
+            target = self.latest.get(index, content)
             for shown in (cursor, "\n" + cursor.strip()):
-                if content.endswith(shown) and content[: -len(shown)].strip():
-                    edits.append((message, content[: -len(shown)]))
+                if target.endswith(shown) and target[: -len(shown)].strip():
+                    target = target[: -len(shown)]
                     break
+            if target != content:
+                edits.append((message, target))
         if not edits:
             return False
         channel, mentions = self.context.channel, self.context.allowed_mentions
