@@ -23,9 +23,13 @@ A Discord failure during delivery ends the stream quietly (10003 → `channel_de
 
 *finished*: every event is a no-op. `Finish` is emitted exactly once.
 
-This module keeps the phases, the routing and stop resolution. Delivery (packing pieces into
-messages, pacing, limits, what Discord accepted) is `outbox`'s; what a result reports besides
-is `record`'s; the registry's rules are `requests`'.
+This module keeps the phases, the routing and stop resolution. Delivery is one of two
+siblings, chosen by `StreamConfig.delivery`: `outbox` (messages delivery: packing pieces into
+messages, pacing, limits, what Discord accepted) behind the segmenter, or `live` (live
+delivery, SPEC L: one message edited as the text grows, each request in the channel's turn,
+`AwaitTurn`/`TurnGranted`), which takes the visible text itself in `tail`. The places where the
+two differ test `self.live`. What a result reports besides is `record`'s; the registry's rules
+are `requests`'.
 
 Time is data (aioquic style). The state holds the inactivity `deadline`; the shell's timer is
 armed by `ArmTimer(at)` and reports `TimerFired(armed_for=at)`. A chunk only moves the deadline
