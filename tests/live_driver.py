@@ -223,6 +223,7 @@ class LiveDriver:
             case SendMessage() | EditMessage() | SendEmbed():
                 assert self.in_flight is None, "two Discord requests in flight (L2)"
                 assert self.turn is None, "a request without its turn (L2)"
+                assert all(r.seq != effect.seq for r in self.requests), "a seq used twice"
                 self.requests.append(effect)
                 self.in_flight = effect
                 if not isinstance(effect, SendEmbed):

@@ -575,3 +575,28 @@ def test_E3_L3_backticks_at_a_line_start_wait_until_they_are_known_not_to_be_a_f
     plain = manual()
     plain.text("A tick: \n``")
     assert plain.end().messages == ("A tick: \n``",)  # at the end, backticks are text
+
+
+def test_L2_L5_a_finished_message_showing_nothing_new_lets_the_next_one_go_first() -> None:
+    # A paragraph ends near the message's end; a code block then outgrows the room left. The
+    # message already shows all it will keep, so the next one is created first (new text in
+    # this turn) and the finished one gets its final edit in the next (L2, L5).
+    driver = manual()
+    prose = ("alpha beta gamma delta " * 80)[:1689].rstrip() + "\n"
+    driver.text(prose + "```python\nprint(0)\n")
+    driver.grant()
+    driver.deliver()
+    assert driver.channel == [prose.strip() + CURSOR]  # the block is held back
+    driver.text("".join(f"print({i})  # code line {i}\n" for i in range(1, 40)))
+    driver.grant()
+    create = driver.in_flight
+    assert isinstance(create, SendMessage)
+    assert create.content.startswith("```python\nprint(0)")
+    driver.deliver()
+    driver.grant()
+    close = driver.in_flight
+    assert isinstance(close, EditMessage)
+    assert (close.message, close.content) == (0, prose.strip())
+    result = driver.end()
+    assert result.messages[0] == prose.strip()
+    assert result.messages[1].startswith("```python\n")

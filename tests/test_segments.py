@@ -1227,3 +1227,9 @@ def test_E6_E7_punctuation_lines_longer_than_half_a_message_together_all_arrive(
     out = pieces.feed("!" * 60 + "\n" + "?" * 60 + "\n" + "word\n")
     out += pieces.flush()
     assert "".join(out).split() == ["!" * 60, "?" * 60, "word"]
+
+
+def test_E1_a_newline_that_is_the_last_character_waits_for_the_next() -> None:
+    pieces = Pieces()
+    assert pieces.feed("One line\n") == []  # what follows may still change how it is cut
+    assert pieces.feed("Two") == ["One line\n"]
