@@ -31,22 +31,27 @@ class CloseProvider:
 
 @dataclass(frozen=True, slots=True)
 class SendMessage:
-    """Send `content` (≤ max_message_length). `reply`: as a reply to `context.reply_to` (F1)."""
+    """Send `content` (≤ max_message_length). `reply`: as a reply to `context.reply_to` (F1).
+    `streaming`: live delivery will edit the message again (it is not finished), so the shell
+    may attach what rides on an open message, such as a Stop button (K2)."""
 
     seq: int
     content: str
     reply: bool = False
+    streaming: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class EditMessage:
     """Live delivery (L1–L5): replace the content of one of the stream's messages with
     `content` (≤ max_message_length). `message` is its index among the messages the stream's
-    accepted `SendMessage`s created, in order: 0 for the first."""
+    accepted `SendMessage`s created, in order: 0 for the first. `streaming`: the message will
+    be edited again; False on its final edit (a Stop button goes with it, K2)."""
 
     seq: int
     content: str
     message: int
+    streaming: bool = False
 
 
 @dataclass(frozen=True, slots=True)

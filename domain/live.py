@@ -1,9 +1,10 @@
 """Live delivery: the answer grows in place, one message edited as the model writes (SPEC L).
 
-A sibling of `cordstream.domain.outbox` (messages delivery): the reducer hands this module the
-visible text and the stream's course, and it decides what each Discord request carries. Pure
-functions over one value, `Live`, and the machine's `tail`, which here holds the visible text
-of the *open* message (the one being edited) and everything after it not yet in a message.
+A sibling of `cordstream.domain.outbox` (messages delivery); the reducer reaches it through
+`delivery.Edits`, hands it the visible text and the stream's course, and this module decides
+what each Discord request carries. Pure functions over one value, `Live`, and the machine's
+`tail`, which here holds the visible text of the *open* message (the one being edited) and
+everything after it not yet in a message.
 
 Cadence (L2). One request at a time, and each waits for its turn under the channel's budget:
 the core asks with `AwaitTurn(token)` when there is something new to show, and decides what
@@ -259,10 +260,11 @@ def granted(
     if plan.seals:
         live = replace(live, shown=0, reopen=plan.reopen, fence=plan.fence)
         tail = tail[plan.cut :]
+    streaming = not plan.seals
     request: Request = (
-        SendMessage(seq, content, reply=live.created == 0)
+        SendMessage(seq, content, reply=live.created == 0, streaming=streaming)
         if create
-        else EditMessage(seq, content, live.created - 1)
+        else EditMessage(seq, content, live.created - 1, streaming=streaming)
     )
     return live, tail, request
 

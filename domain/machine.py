@@ -24,12 +24,11 @@ A Discord failure during delivery ends the stream quietly (10003 → `channel_de
 *finished*: every event is a no-op. `Finish` is emitted exactly once.
 
 This module keeps the phases, the routing and stop resolution. Delivery is one of two
-siblings, chosen by `StreamConfig.delivery`: `outbox` (messages delivery: packing pieces into
-messages, pacing, limits, what Discord accepted) behind the segmenter, or `live` (live
-delivery, SPEC L: one message edited as the text grows, each request in the channel's turn,
-`AwaitTurn`/`TurnGranted`), which takes the visible text itself in `tail`. The places where the
-two differ test `self.live`. What a result reports besides is `record`'s; the registry's rules
-are `requests`'.
+sibling policies behind one interface (`delivery.Delivery`), chosen by `StreamConfig.delivery`:
+messages delivery (`segments` then `outbox`: a message per piece, pacing, limits) or live
+delivery (`live`, SPEC L: one message edited as the text grows, each request in the channel's
+turn, `AwaitTurn`/`TurnGranted`). The reducer never asks which one it drives. What a result
+reports besides is `record`'s; the registry's rules are `requests`'.
 
 Time is data (aioquic style). The state holds the inactivity `deadline`; the shell's timer is
 armed by `ArmTimer(at)` and reports `TimerFired(armed_for=at)`. A chunk only moves the deadline
@@ -56,8 +55,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Final
 
-from cordstream.domain import capture, chunks, events, outbox, segments
-from cordstream.domain import live as lives
+from cordstream.domain import capture, chunks, delivery, events, segments
 from cordstream.domain import outcome as outcomes
 from cordstream.domain import record as records
 from cordstream.domain.chunks import DoneChunk, ErrorChunk, FunctionCallChunk, TextChunk
@@ -72,7 +70,7 @@ from cordstream.domain.effects import (
 from cordstream.domain.outcome import Ending
 from cordstream.domain.requests import StopRequest, resolve
 from cordstream.domain.results import StopReason, StreamResult
-from cordstream.domain.state import Core, StreamState, fresh_segmenter, initial_state
+from cordstream.domain.state import Core, StreamState, initial_state
 
 __all__ = ["StreamState", "abandon", "initial_state", "step"]
 
@@ -129,40 +127,33 @@ class _Run:
     def __init__(self, state: StreamState) -> None:
         core = state.core
         self.deadline = state.deadline
-        self.tail = state.tail
         self.core = core
-        # The two sub-records most events change are worked on here and put back into `core`
-        # once, by `state()`; the others are changed in `core` by name as they change.
-        self.seg = core.seg
-        self.out = core.out
-        self.live = core.live  # live delivery's state; None: messages delivery
+        # Delivery's values are worked on by the policy and put back into `core` once, by
+        # `state()`; the other sub-records are changed in `core` by name as they change.
+        self.delivery = delivery.policy(core, state.tail)
         self.effects: list[Effect] = []
 
     def state(self) -> StreamState:
         core = self.core
-        live = self.live
-        if live is not None:
-            self.seg = lives.gate(
-                live,
-                streaming=core.phase == "streaming",
-                capturing=core.capture is not capture.IDLE,
-            )
-        if self.seg is not core.seg or self.out is not core.out or live is not core.live:
+        seg, out, live = self.delivery.parts(
+            streaming=core.phase == "streaming", capturing=core.capture is not capture.IDLE
+        )
+        if seg is not core.seg or out is not core.out or live is not core.live:
             # Built in full rather than with `replace`, which costs twice as much (E10).
             core = Core(
                 phase=core.phase,
                 settings=core.settings,
-                seg=self.seg,
+                seg=seg,
                 started_at=core.started_at,
                 armed_at=core.armed_at,
                 capture=core.capture,
                 record=core.record,
-                out=self.out,
+                out=out,
                 live=live,
                 ending=core.ending,
                 anomalies=core.anomalies,
             )
-        return StreamState(self.deadline, self.tail, core)
+        return StreamState(self.deadline, self.delivery.tail, core)
 
     def handle(self, event: events.Event) -> None:
         """What each event does in each phase, first match wins (after `finished`, nothing).
@@ -172,6 +163,7 @@ class _Run:
         """
         core = self.core
         phase = core.phase
+        policy = self.delivery
         match event:
             case events.Started(now=now, pending=pending) if phase == "ready":
                 self.start(now, pending)
@@ -194,44 +186,25 @@ class _Run:
                 # else: the timer outlived streaming
             case events.TimerFired() if phase != "ready":
                 pass  # an earlier arming: stale
-            case events.TurnGranted(now=now, token=token) if self.live is not None and (
-                lives.awaits(self.live, token)
-            ):
+            case events.TurnGranted(now=now, token=token) if policy.awaits(token):
                 self.granted(now)
-            case events.TurnGranted(token=token) if self.live is not None and (
-                lives.issued(self.live, token)
-            ):
+            case events.TurnGranted(token=token) if policy.turn_issued(token):
                 pass  # a turn the stream stopped waiting for
-            case events.PauseOver(token=token) if self.live is not None and (
-                lives.typing_due(self.live, token)
-            ):
-                self.live, renew = lives.typing_over(self.live, streaming=phase == "streaming")
+            case events.PauseOver(now=now, token=token) if policy.pausing(token):
+                renew = policy.pause_over(streaming=phase == "streaming")
                 if renew is not None:
                     self.effects.append(renew)
-            case events.PauseOver(token=token) if self.live is not None and (
-                lives.issued(self.live, token)
-            ):
-                pass  # a renewal that a message made needless
-            case events.Delivered(now=now, url=url, seq=seq) if self.live is not None and (
-                lives.knows(self.live, seq)
-            ):
-                self.live = lives.accepted(self.live, url)
                 self.pump(now)
-            case events.Rejected(now=now, seq=seq, failure=failure) if self.live is not None and (
-                lives.knows(self.live, seq)
-            ):
-                self.live_rejected(now, failure)
-            case events.PauseOver(now=now, token=token) if outbox.pausing(self.out, token):
-                self.out = outbox.pause_over(self.out)
+            case events.PauseOver(token=token) if policy.pause_issued(token):
+                pass  # a pause that a stop, a timeout or a message made needless (E9, L1)
+            case events.Delivered(now=now, seq=seq, url=url) if policy.knows(seq):
+                policy.accepted(now, url)
                 self.pump(now)
-            case events.PauseOver(token=token) if outbox.issued(self.out, token):
-                pass  # a pause that a stop or a timeout ended early (E9)
-            case events.Delivered(now=now, seq=seq, url=url) if outbox.knows(self.out, seq):
-                self.delivered(now, url)
-            case events.Rejected(now=now, seq=seq, failure=failure) if outbox.knows(self.out, seq):
+            case events.Rejected(now=now, seq=seq, failure=failure) if policy.knows(seq):
                 self.rejected(now, failure)
             case _:
-                self.core = replace(core, anomalies=(*core.anomalies, _anomaly(event, core)))
+                detail = _anomaly(event, core, policy.in_flight())
+                self.core = replace(core, anomalies=(*core.anomalies, detail))
 
     # -- the stream's course -------------------------------------------------------------
 
@@ -242,8 +215,8 @@ class _Run:
             return
         self.deadline = now + self.core.settings.config.inactivity_timeout
         self.arm(self.deadline)
-        if self.live is not None:  # L1: typing until the first message exists
-            self.live, typing = lives.start_typing(self.live)
+        typing = self.delivery.begin()
+        if typing is not None:
             self.effects.append(typing)
 
     def arm(self, at: float) -> None:
@@ -280,51 +253,27 @@ class _Run:
     def text(self, text: str, now: float) -> None:
         core = self.core
         if core.capture is capture.IDLE and "<" not in text:
-            self.visible(text)
+            self.delivery.show(text)
         else:
-            if self.live is not None:
-                self.live, self.tail = lives.merged(self.live, self.tail)
-                fence, line = lives.context(self.live, self.tail)
-            else:
-                fence, line = segments.context(self.seg, self.tail)
+            fence, line = self.delivery.context()
             captured, ops = capture.feed(core.capture, text, fence=fence, line=line)
             self.core = replace(core, capture=captured)
             self.apply(ops)
-            if captured is not capture.IDLE and self.live is None:
-                self.seg = segments.hold(self.seg)  # the next text is capture's to see
+            if captured is not capture.IDLE:
+                self.delivery.hold()  # the next text is capture's to see
         self.pump(now)
 
     def apply(self, ops: list[capture.Op]) -> None:
         for kind, text in ops:
             if kind == "visible":
-                self.visible(text)
-            elif kind == "retract":
-                self.retract()
+                self.delivery.show(text)
+            elif kind == "retract":  # E4: a stray closing think tag
+                unsent = self.delivery.retract()
+                self.core = replace(self.core, record=records.retracted(self.core.record, unsent))
             else:
                 self.core = replace(
                     self.core, record=records.captured(self.core.record, kind, text)
                 )
-
-    def visible(self, text: str) -> None:
-        if self.live is not None:  # shown when the next turn comes (L1, L2)
-            self.live, self.tail = lives.add(self.live, self.tail, text)
-            return
-        self.seg, self.tail, pieces = segments.feed(self.seg, self.tail, text)
-        if pieces:
-            self.out = outbox.enqueue(self.out, pieces)
-
-    def retract(self) -> None:
-        """E4: a stray closing think tag; what was not sent yet was reasoning after all."""
-        if self.live is not None:  # what is shown stays (L3)
-            self.live, self.tail = lives.merged(self.live, self.tail)
-            self.tail, unsent = lives.unshown(self.live, self.tail)
-            self.core = replace(self.core, record=records.retracted(self.core.record, unsent))
-            return
-        unsent = outbox.pending(self.out) + self.seg.buffered + self.tail
-        self.core = replace(self.core, record=records.retracted(self.core.record, unsent))
-        self.seg = fresh_segmenter(self.core.settings.config)
-        self.out = outbox.clear(self.out)
-        self.tail = ""
 
     # -- requests (C2, C4–C7) --------------------------------------------------------------
 
@@ -338,10 +287,7 @@ class _Run:
         if resolution == "absorb":
             return
         if ending is not None and ending.dropped:  # a stop overrides a follow-up (C2)
-            if self.live is not None:
-                self.tail += "".join(piece.body for piece in ending.dropped)
-            else:
-                self.out = outbox.requeue(self.out, ending.dropped)
+            self.delivery.restore(ending.dropped)
         self.end(outcomes.requested(self.core.settings, request), now)
 
     # -- ending --------------------------------------------------------------------------
@@ -355,133 +301,69 @@ class _Run:
             closed, ops = capture.close(self.core.capture)
             self.core = replace(self.core, capture=closed)
             self.apply(ops if keep else [op for op in ops if op[0] != "visible"])
-            if self.live is not None:
-                pass  # the tail is the text still to show
-            elif keep:
-                pieces = segments.flush(self.seg, self.tail, close_markers=True)
-                self.out = outbox.enqueue(self.out, pieces)
-            else:
-                self.out = outbox.clear(self.out)
-            if self.live is None:
-                self.seg = fresh_segmenter(self.core.settings.config)
-                self.tail = ""
-        if self.live is not None:
-            self.live, self.tail = lives.merged(self.live, self.tail)
-        if self.live is not None and not ending.deliver:
-            # What was not shown is dropped (C6, B13, F3, F4); the open message keeps what it
-            # shows, and gets its final edit (L7).
-            self.tail, dropped = lives.unshown(self.live, self.tail)
+            self.delivery.close(keep=keep)
+        if not ending.deliver:
+            dropped = self.delivery.drop()
             if ending.origin == "follow_up" and dropped:
-                ending = replace(ending, dropped=(segments.Piece(dropped),))
-        elif not ending.deliver:
-            if keep:
-                ending = replace(ending, dropped=self.out.queue)
-            self.out = outbox.clear(self.out)
+                ending = replace(ending, dropped=dropped)
         self.core = replace(self.core, phase="ending", ending=ending)
         self.pump(now)
 
     def pump(self, now: float) -> None:
         """Start the next Discord request if none is in flight; finish when all is done."""
         core = self.core
-        ending = core.ending
-        if self.live is not None:
-            embed = ending is not None and ending.embed is not None
-            if not lives.busy(self.live) or ending is not None:
-                self.live, self.tail = lives.merged(self.live, self.tail)
-            self.live, turn, done = lives.pump(
-                self.live, self.tail, core.settings.config, ending=ending is not None, embed=embed
-            )
-            if turn is not None:
-                self.effects.append(turn)
-            elif done:
-                self.finish(now)
-            return
-        hurry = ending is not None and ending.hurry
-        self.out, next_ = outbox.pump(
-            self.out, core.settings.config, now, ending=ending is not None, hurry=hurry
-        )
-        if isinstance(next_, str):
-            self.hit_limit(next_, now)
-        elif next_ is not None:
-            self.effects.append(next_)
-        elif ending is not None and outbox.drained(self.out):
-            if ending.embed is None:
-                self.finish(now)
-                return
-            self.out, send = outbox.embed(self.out, ending.embed)
-            self.core = replace(core, ending=replace(ending, embed=None))
-            self.effects.append(send)
+        self.send(self.delivery.pump(core.settings.config, now, core.ending), now)
 
     def granted(self, now: float) -> None:
         """Live delivery: the channel's turn came; send the latest (L2)."""
-        assert self.live is not None
         core = self.core
-        ending = core.ending
-        embed = ending.embed if ending is not None else None
-        self.live, self.tail = lives.merged(self.live, self.tail)
-        self.live, self.tail, request = lives.granted(
-            self.live, self.tail, core.settings.config, ending=ending is not None, embed=embed
-        )
-        if isinstance(request, str):
-            self.hit_limit(request, now)
-            return
-        if request is not None:
-            if isinstance(request, SendEmbed) and ending is not None:
-                self.core = replace(core, ending=replace(ending, embed=None))
-            self.effects.append(request)
-        self.pump(now)
+        if self.send(self.delivery.granted(core.settings.config, core.ending), now):
+            self.pump(now)
 
-    def live_rejected(self, now: float, failure: events.DiscordFailure) -> None:
-        assert self.live is not None
-        flight = self.live.flight
-        deleted = failure.code == outcomes.UNKNOWN_MESSAGE and (
-            flight is not None and flight.kind in ("edit", "close")
-        )
-        self.live, flight = lives.refused(self.live, deleted=deleted)
-        if flight.kind == "embed":
+    def send(self, next_: delivery.Pumped, now: float) -> bool:
+        """Carry out what delivery says comes next; False if that ended the stream's sending."""
+        if next_ is None:
+            return True
+        if isinstance(next_, delivery.Drained):
+            self.finish(now)
+            return False
+        if isinstance(next_, str):
+            self.hit_limit(next_, now)
+            return False
+        ending = self.core.ending
+        if isinstance(next_, SendEmbed) and ending is not None:
+            self.core = replace(self.core, ending=replace(ending, embed=None))
+        self.effects.append(next_)
+        return True
+
+    def rejected(self, now: float, failure: events.DiscordFailure) -> None:
+        refusal = self.delivery.refused(failure.code)
+        if refusal == "embed":
             self.pump(now)  # a refused embed changes no outcome (G is best effort)
-            return
-        if deleted:  # L9: someone deleted the message being edited
+        elif refusal == "deleted":  # L9: someone deleted the message being edited
             self.end(outcomes.message_deleted(self.core.ending), now)
-            return
-        self.end(outcomes.refused(self.core.settings, self.core.ending, failure), now)
+        else:
+            self.end(outcomes.refused(self.core.settings, self.core.ending, failure), now)
 
     def hit_limit(self, reason: StopReason, now: float) -> None:
         ending = self.core.ending
         if ending is not None and ending.origin != "natural":
             # Already stopping for a request or an internal reason: just stop sending.
-            if self.live is not None:
-                self.tail = lives.unshown(self.live, self.tail)[0]
-            self.out = outbox.clear(self.out)
+            self.delivery.stop_sending()
             self.pump(now)
             return
         self.end(outcomes.internal_stop(self.core.settings, reason), now)
-
-    def delivered(self, now: float, url: str | None) -> None:
-        self.out = outbox.accepted(self.out, now, url)
-        self.pump(now)
-
-    def rejected(self, now: float, failure: events.DiscordFailure) -> None:
-        self.out, was_message = outbox.refused(self.out)
-        if not was_message:
-            self.pump(now)  # a refused embed changes no outcome (G is best effort)
-            return
-        self.end(outcomes.refused(self.core.settings, self.core.ending, failure), now)
 
     def finish(self, now: float, accepted: tuple[str, ...] | None = None) -> None:
         core = self.core
         ending = core.ending
         assert ending is not None
-        if accepted is None:
-            live = self.live
-            accepted = outbox.messages(self.out) if live is None else lives.messages(live)
-        messages = accepted
         duration_ms = max(0, round((now - core.started_at) * 1000))
         result = outcomes.result(
             ending,
             core.record,
-            messages,
-            first_url=self.out.first_url if self.live is None else self.live.first_url,
+            self.delivery.messages() if accepted is None else accepted,
+            first_url=self.delivery.first_url(),
             duration_ms=duration_ms,
             anomalies=core.anomalies,
         )
@@ -489,11 +371,11 @@ class _Run:
         self.core = replace(core, phase="finished")
 
 
-def _anomaly(event: object, core: Core) -> str:
+def _anomaly(event: object, core: Core, in_flight: int | None) -> str:
     """How an event that matches no row of `_Run.handle`'s table is recorded."""
     match event:
         case events.Delivered(seq=seq) | events.Rejected(seq=seq):
-            detail = f" for request {seq} (in flight: {core.out.in_flight})"
+            detail = f" for request {seq} (in flight: {in_flight})"
         case events.PauseOver(token=token):
             detail = f" for pause {token} (current: {core.out.pause})"
         case events.TimerFired(armed_for=armed_for):

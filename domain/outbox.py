@@ -24,10 +24,8 @@ answers with the limit's `StopReason`, and the reducer decides what that means f
 Accepted (F2): only content Discord accepted counts: `messages(out)`, in order (the result's
 text is their join, `outcome.accumulated_text`).
 
-A delivery policy is a module offering these functions over a value of its own; the reducer
-calls nothing else, and reads only the value's `queue` (what a follow-up drops), `first_url`
-and, to describe an anomaly, `in_flight` and `pause` (live delivery, SPEC §L, is to be a
-sibling of this module):
+The reducer reaches these functions through `cordstream.domain.delivery.Messages`, the
+messages policy (live delivery's sibling, `live`, is behind `delivery.Edits`):
 
     enqueue(out, pieces)               pieces the segmenter finished, in order
     pump(out, config, now, ending, hurry)  the next request or pause, a limit, or None

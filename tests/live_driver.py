@@ -7,7 +7,9 @@ of contents, so a test can check L3 on every state a user saw. With `auto`, turn
 and requests accepted as soon as they are made (a channel without a budget); without it the
 test grants and delivers by hand (`grant`, `deliver`) and keeps the clock (`advance`).
 
-On every result it checks F2 and L8: `result.messages` is what the channel holds, in order.
+On every result it checks F2 and L8: `result.messages` is what the channel holds, in order;
+and, unless Discord refused a request, that no message was left `streaming` (K2: what rides
+on an open message, a Stop button, goes with its final edit).
 """
 
 from __future__ import annotations
@@ -79,6 +81,8 @@ class LiveDriver:
     open_index: int | None = None  # the channel index of the message last changed
     mine: list[int] = field(default_factory=list)  # channel index of each message created
     deleted: set[int] = field(default_factory=set)
+    streaming: dict[int, bool] = field(default_factory=dict)  # by channel index: to be edited
+    refused: int = 0  # requests Discord refused
 
     _events: deque[Event] = field(default_factory=deque, init=False, repr=False)
     _feeding: bool = field(default=False, init=False, repr=False)
@@ -153,16 +157,18 @@ class LiveDriver:
         assert request is not None, "no request in flight"
         self.in_flight = None
         match request:
-            case SendMessage(content=content):
+            case SendMessage(content=content, streaming=streaming):
+                self.streaming[len(self.channel)] = streaming
                 self.channel.append(content)
                 self.history.append([content])
                 self.open_index = len(self.channel) - 1
                 self.mine.append(self.open_index)
                 if url is None:
                     url = f"https://discord.test/{len(self.channel)}"
-            case EditMessage(content=content, message=index):
+            case EditMessage(content=content, message=index, streaming=streaming):
                 assert 0 <= index < len(self.mine), "an edit of a message the stream never made"
                 position = self.mine[index]
+                self.streaming[position] = streaming
                 self.channel[position] = content
                 self.history[position].append(content)
                 self.open_index = position
@@ -174,6 +180,7 @@ class LiveDriver:
         request = self.in_flight
         assert request is not None, "no request in flight"
         self.in_flight = None
+        self.refused += 1
         if failure.code == 10008 and self.open_index is not None:
             self.deleted.add(self.open_index)
         self.feed(Rejected(self.now, request.seq, failure))
@@ -253,6 +260,8 @@ class LiveDriver:
                 assert result.messages_sent == len(self.messages)
                 assert result.accumulated_text == "\n".join(self.messages)
                 assert not result.anomalies, result.anomalies
+                if not self.refused:  # K2: every message had its final edit
+                    assert not any(self.streaming.values()), self.streaming
 
 
 def run_live(

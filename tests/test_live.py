@@ -97,7 +97,7 @@ def test_L1_the_first_characters_create_the_first_message_as_a_reply() -> None:
     driver.grant()
     request = driver.in_flight
     assert isinstance(request, SendMessage)
-    assert request == SendMessage(request.seq, "Hel" + CURSOR, reply=True)
+    assert request == SendMessage(request.seq, "Hel" + CURSOR, reply=True, streaming=True)
     driver.deliver()
     driver.text("lo")
     driver.grant()
@@ -235,6 +235,25 @@ def test_L4_L7_every_way_out_makes_a_final_edit_without_the_cursor(ending: str) 
     dropped = ending in {"follow_up", "crash"}
     assert driver.channel[0] == ("Shown text" if dropped else "Shown text and more")
     assert result.messages[0] == driver.channel[0]
+
+
+def test_L4_a_request_says_whether_its_message_stays_open() -> None:
+    """`streaming` (what a Stop button rides on, K2) is True exactly while the cursor shows."""
+    line = "word " * 7 + "word\n"
+    driver, result = run_live(line * 30, size=7, max_message_length=400)
+    assert len(result.messages) > 2
+    requests = [r for r in driver.requests if isinstance(r, SendMessage | EditMessage)]
+    last: dict[int, SendMessage | EditMessage] = {}
+    created = 0
+    for request in requests:
+        index = request.message if isinstance(request, EditMessage) else created
+        created += isinstance(request, SendMessage)
+        # Open: the cursor shows; finished: the final edit, without it.
+        assert request.streaming == request.content.endswith(CURSOR), request
+        last[index] = request
+    assert sorted(last) == list(range(len(result.messages)))
+    assert not any(request.streaming for request in last.values())
+    assert any(request.streaming for request in requests)
 
 
 # -- L5 -----------------------------------------------------------------------------------------
