@@ -50,35 +50,25 @@ from cordstream.domain.embeds import EmbedSpec
 
 
 @dataclass
-class Driver:
-    """Drive one stream. With `auto_deliver`, every send is accepted as soon as it is made."""
+class Harness:
+    """What both drivers share: feeding events in order, the clock, the provider's side of a
+    stream, and the effects every stream has (the timer, consumed requests, closing)."""
 
     config: StreamConfig = field(default_factory=StreamConfig)
-    auto_deliver: bool = True
-    suppress_user_errors: bool = False
     now: float = 0.0
     state: StreamState = field(init=False)
     effects: list[Effect] = field(default_factory=list)  # every effect, in order
-    messages: list[str] = field(default_factory=list)  # contents Discord accepted
     embeds: list[EmbedSpec] = field(default_factory=list)
-    pending_send: SendMessage | SendEmbed | None = None
-    pause: TypingPause | None = None
     armed: float | None = None
     consumed: list[StopRequest] = field(default_factory=list)
     closed: bool = False
-    reject_next: list[DiscordFailure] = field(default_factory=list)  # refuse the next sends
-    refused: int = 0  # sends refused so far
+    reject_next: list[DiscordFailure] = field(default_factory=list)  # refuse the next requests
+    refused: int = 0  # requests refused so far
     anomalies_fed: int = 0  # impossible events a test fed on purpose (`machine._Run.handle`)
+    pause: TypingPause | None = None  # the typing pause running (E9) or the indicator (L1)
 
     _events: deque[Event] = field(default_factory=deque, init=False, repr=False)
     _feeding: bool = field(default=False, init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        # This driver plays messages delivery (E9, the reference's style), whatever the
-        # config's default; live delivery has its own (`tests.live_driver`).
-        if self.config.delivery != "messages":
-            self.config = replace(self.config, delivery="messages")
-        self.state = initial_state(self.config, suppress_user_errors=self.suppress_user_errors)
 
     # -- feeding -------------------------------------------------------------------------
 
@@ -118,12 +108,19 @@ class Driver:
         """Feed `text` in chunks of `size` characters."""
         self.text(*(text[i : i + size] for i in range(0, len(text), size)))
 
-    def end(self) -> StreamResult:
+    def feed_end(self) -> None:
+        """The provider ran out; Discord's answers are left to the test."""
         self.feed(ProviderEnded(self.now))
+
+    def feed_crash(self, error: BaseException) -> None:
+        self.feed(ProviderCrashed(self.now, error))
+
+    def end(self) -> StreamResult:
+        self.feed_end()
         return self.settle()
 
     def crash(self, error: BaseException) -> StreamResult:
-        self.feed(ProviderCrashed(self.now, error))
+        self.feed_crash(error)
         return self.settle()
 
     def request(self, request: StopRequest) -> tuple[Effect, ...]:
@@ -137,6 +134,78 @@ class Driver:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+    def end_pause(self) -> None:
+        pause = self.pause
+        assert pause is not None, "no pause in progress"
+        self.pause = None
+        self.now += pause.seconds
+        self.feed(PauseOver(self.now, pause.token))
+
+    def settle(self) -> StreamResult:
+        """Answer what is awaited (`_answer_one`) until the result; return it."""
+        for _ in range(100_000):
+            if self.result is not None:
+                return self.result
+            if not self._answer_one():
+                break
+        raise AssertionError(f"no result; phase {self.state.phase}")
+
+    def _answer_one(self) -> bool:
+        """Answer one awaited thing as Discord and the shell would; False if none is."""
+        raise NotImplementedError
+
+    # -- reading -------------------------------------------------------------------------
+
+    @property
+    def result(self) -> StreamResult | None:
+        results = [e.result for e in self.effects if isinstance(e, Finish)]
+        assert len(results) <= 1, "more than one result"
+        return results[0] if results else None
+
+    def of_type(self, kind: type[Effect]) -> list[Effect]:
+        return [e for e in self.effects if isinstance(e, kind)]
+
+    # -- effects ---------------------------------------------------------------------------
+
+    def _note(self, effect: Effect) -> None:
+        match effect:
+            case ArmTimer(at=at):
+                self.armed = at
+            case ConsumeRequest(request=request):
+                self.consumed.append(request)
+            case CloseProvider():
+                self.closed = True
+            case Finish(result=result):
+                accepted = tuple(self.accepted())  # F2, whatever the status (B9)
+                assert result.messages == accepted, (result.messages, accepted)
+                assert result.messages_sent == len(accepted)
+                assert result.accumulated_text == "\n".join(accepted)
+                # A correct shell feeds no impossible event: only those a test feeds on purpose.
+                assert len(result.anomalies) == self.anomalies_fed, result.anomalies
+            case _:
+                pass
+
+    def accepted(self) -> list[str]:
+        """What the channel holds of the stream's messages, in order."""
+        raise NotImplementedError
+
+
+@dataclass
+class Driver(Harness):
+    """Drive one stream. With `auto_deliver`, every send is accepted as soon as it is made."""
+
+    auto_deliver: bool = True
+    suppress_user_errors: bool = False
+    messages: list[str] = field(default_factory=list)  # contents Discord accepted
+    pending_send: SendMessage | SendEmbed | None = None
+
+    def __post_init__(self) -> None:
+        # This driver plays messages delivery (E9, the reference's style), whatever the
+        # config's default; live delivery has its own (`tests.live_driver`).
+        if self.config.delivery != "messages":
+            self.config = replace(self.config, delivery="messages")
+        self.state = initial_state(self.config, suppress_user_errors=self.suppress_user_errors)
 
     def deliver(self, url: str | None = None) -> None:
         """Accept the send in flight."""
@@ -156,42 +225,22 @@ class Driver:
         self.refused += 1
         self.feed(Rejected(self.now, send.seq, failure))
 
-    def end_pause(self) -> None:
-        pause = self.pause
-        assert pause is not None, "no pause in progress"
-        self.pause = None
-        self.now += pause.seconds
-        self.feed(PauseOver(self.now, pause.token))
+    def _answer_one(self) -> bool:
+        """Let pauses end and sends complete."""
+        if self.pending_send is not None:
+            self.deliver()
+        elif self.pause is not None:
+            self.end_pause()
+        else:
+            return False
+        return True
 
-    def settle(self) -> StreamResult:
-        """Let pauses end and sends complete until the result; return it."""
-        for _ in range(100_000):
-            if self.result is not None:
-                return self.result
-            if self.pending_send is not None:
-                self.deliver()
-            elif self.pause is not None:
-                self.end_pause()
-            else:
-                break
-        raise AssertionError(f"no result; phase {self.state.phase}")
-
-    # -- reading -------------------------------------------------------------------------
-
-    @property
-    def result(self) -> StreamResult | None:
-        results = [e.result for e in self.effects if isinstance(e, Finish)]
-        assert len(results) <= 1, "more than one result"
-        return results[0] if results else None
+    def accepted(self) -> list[str]:
+        return self.messages
 
     @property
     def sends(self) -> list[SendMessage]:
         return [e for e in self.effects if isinstance(e, SendMessage)]
-
-    def of_type(self, kind: type[Effect]) -> list[Effect]:
-        return [e for e in self.effects if isinstance(e, kind)]
-
-    # -- effects ---------------------------------------------------------------------------
 
     def _note(self, effect: Effect) -> None:
         match effect:
@@ -204,19 +253,8 @@ class Driver:
                     self.deliver()
             case TypingPause():
                 self.pause = effect
-            case ArmTimer(at=at):
-                self.armed = at
-            case ConsumeRequest(request=request):
-                self.consumed.append(request)
-            case CloseProvider():
-                self.closed = True
-            case Finish(result=result):
-                accepted = tuple(self.messages)  # F2, whatever the status (B9)
-                assert result.messages == accepted, (result.messages, accepted)
-                assert result.messages_sent == len(accepted)
-                assert result.accumulated_text == "\n".join(accepted)
-                # A correct shell feeds no impossible event: only those a test feeds on purpose.
-                assert len(result.anomalies) == self.anomalies_fed, result.anomalies
+            case _:
+                super()._note(effect)
 
 
 def run(

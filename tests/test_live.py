@@ -23,6 +23,7 @@ from cordstream.domain import (
     SendMessage,
     StopRequest,
     StreamConfig,
+    StreamResult,
     TextChunk,
     TypingPause,
 )
@@ -60,7 +61,7 @@ def awaiting(driver: LiveDriver) -> bool:
 
 
 def typing_on(driver: LiveDriver) -> bool:
-    return driver.typing is not None
+    return driver.pause is not None
 
 
 def without_cursor(content: str, cursor: str = CURSOR) -> str:
@@ -107,14 +108,14 @@ def test_L1_the_first_characters_create_the_first_message_as_a_reply() -> None:
 
 def test_L1_typing_shows_until_the_first_message_and_is_renewed_while_the_model_thinks() -> None:
     driver = manual()
-    assert isinstance(driver.typing, TypingPause)
-    driver.end_typing()  # the model still thinks: renewed
+    assert isinstance(driver.pause, TypingPause)
+    driver.end_pause()  # the model still thinks: renewed
     assert typing_on(driver)
     assert driver.typing_shown == 2
     driver.text("Hi")
     driver.grant()
     driver.deliver()
-    driver.end_typing()  # a message exists now: no more typing
+    driver.end_pause()  # a message exists now: no more typing
     assert not typing_on(driver)
     assert driver.typing_shown == 2
 
@@ -168,28 +169,37 @@ def test_L2_the_fast_path_only_grows_the_tail_while_a_turn_is_awaited() -> None:
 # -- L3, L4 -------------------------------------------------------------------------------------
 
 
-def test_L4_open_markers_are_closed_provisionally_and_the_final_edit_drops_the_cursor() -> None:
+@pytest.mark.parametrize(
+    ("first", "provisional", "rest", "final"),
+    [
+        pytest.param(
+            "Some **bold te",
+            "Some **bold te**" + CURSOR,
+            "xt** done",
+            "Some **bold text** done",
+            id="inline markers",
+        ),
+        pytest.param(  # the cursor after the closing fence, on a line of its own
+            "```py\nx = 1\n",
+            "```py\nx = 1\n```\n\u258c",
+            "y = 2\n```\nAfter.",
+            "```py\nx = 1\ny = 2\n```\nAfter.",
+            id="code block",
+        ),
+    ],
+)
+def test_L4_open_markup_is_closed_provisionally_and_the_final_edit_drops_the_cursor(
+    first: str, provisional: str, rest: str, final: str
+) -> None:
     driver = manual()
-    driver.text("Some **bold te")
+    driver.text(first)
     driver.grant()
-    assert sending(driver) == "Some **bold te**" + CURSOR
+    assert sending(driver) == provisional
     driver.deliver()
-    driver.text("xt** done")
+    driver.text(rest)
     driver.feed_end()
     driver.settle()
-    assert driver.channel == ["Some **bold text** done"]
-
-
-def test_L4_an_open_code_block_is_closed_provisionally_with_the_cursor_after_it() -> None:
-    driver = manual()
-    driver.text("```py\nx = 1\n")
-    driver.grant()
-    assert sending(driver) == "```py\nx = 1\n```\n\u258c"
-    driver.deliver()
-    driver.text("y = 2\n```\nAfter.")
-    driver.feed_end()
-    driver.settle()
-    assert driver.channel == ["```py\nx = 1\ny = 2\n```\nAfter."]
+    assert driver.channel == [final]
 
 
 def test_L4_a_fence_line_still_arriving_is_not_shown() -> None:
@@ -412,15 +422,20 @@ def test_L8_send_message_limit_counts_created_messages() -> None:
 # -- L9 -----------------------------------------------------------------------------------------
 
 
-def test_L9_a_deleted_live_message_ends_the_stream_quietly() -> None:
+def refused_edit(code: int) -> tuple[LiveDriver, StreamResult]:
+    """A stream whose first message exists and whose next edit Discord refuses with `code`."""
     driver = manual()
     driver.text("First words")
     driver.grant()
     driver.deliver()
     driver.text(" more")
     driver.grant()
-    driver.reject(DiscordFailure(10008, 404))
-    result = driver.settle()
+    driver.reject(DiscordFailure(code, 404))
+    return driver, driver.settle()
+
+
+def test_L9_a_deleted_live_message_ends_the_stream_quietly() -> None:
+    driver, result = refused_edit(10008)
     assert result.status == "stopped_by_user"
     assert result.stop_reason == "message_deleted"
     assert result.messages == ()
@@ -445,14 +460,7 @@ def test_L9_only_the_deleted_message_leaves_the_result() -> None:
 
 
 def test_L9_other_refusals_end_as_before() -> None:
-    driver = manual()
-    driver.text("First words")
-    driver.grant()
-    driver.deliver()
-    driver.text(" more")
-    driver.grant()
-    driver.reject(DiscordFailure(10003, 404))
-    result = driver.settle()
+    _driver, result = refused_edit(10003)
     assert result.stop_reason == "channel_deleted"
     assert result.messages == ("First words" + CURSOR,)  # what the channel last accepted
 
