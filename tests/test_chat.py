@@ -18,18 +18,14 @@ import pytest
 
 from cordstream.domain import TokenUsage
 from cordstream.domain.config import Delivery
-from cordstream.shell.cli import build_parser
 from cordstream.shell.cli.chat import (
     ChatOptions,
     api_key,
     check,
-    config_for,
-    options_from,
     run_chat,
     tool_specs,
 )
 from cordstream.shell.cli.console import Failure
-from cordstream.shell.config import StreamConfig
 from cordstream.shell.testing.emulator import DiscordEmulator
 from tests.openai_wire import answer, frame, tool_request, usage
 from tests.sse import ModelServer, Reply, sse, sse_done
@@ -113,19 +109,6 @@ async def test_a_provider_error_is_a_turn_status_not_a_crash() -> None:
         )
     assert turn.status == "error"
     assert "Model Configuration Error" in "\n".join(printed)
-
-
-def config_from(*argv: str) -> StreamConfig:
-    return config_for(options_from(build_parser().parse_args(["chat", "--model=m", *argv, "hi"])))
-
-
-def test_the_command_streams_live_by_default() -> None:
-    assert config_from().delivery == "live"
-    assert ChatOptions(prompt="p").delivery == "live"
-    messages = config_from("--delivery", "messages", "--humanizer", "2", "--timeout", "5")
-    assert (messages.delivery, messages.humanizer_degree) == ("messages", 2)
-    assert messages.inactivity_timeout == 5.0
-    assert config_from("--delivery=live").delivery == "live"
 
 
 @pytest.mark.asyncio

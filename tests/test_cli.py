@@ -28,8 +28,9 @@ import aiohttp.web
 import discord
 import pytest
 
-from cordstream.shell.cli import chat, main
+from cordstream.shell.cli import build_parser, chat, demo, main
 from cordstream.shell.cli.chat import ChatOptions
+from cordstream.shell.config import StreamConfig
 from tests.openai_wire import frame, usage
 from tests.sse import ModelServer, Reply, sse, sse_done
 
@@ -449,3 +450,25 @@ def test_on_a_terminal_the_demo_redraws_the_channel_and_gives_the_screen_back() 
     assert "══════ #general ══════" in drawn
     assert "\x1b[" not in after  # the channel and the result as plain text
     assert "status:          completed" in after
+
+
+@pytest.mark.parametrize(
+    ("command", "default"),
+    [
+        pytest.param(["demo"], demo.config_for(demo.Options()), id="demo"),
+        pytest.param(["chat", "--model=m"], chat.config_for(ChatOptions(prompt="p")), id="chat"),
+    ],
+)
+def test_both_commands_stream_live_by_default(command: list[str], default: StreamConfig) -> None:
+    def config_from(*argv: str) -> StreamConfig:
+        if command[0] == "chat":
+            return chat.config_for(
+                chat.options_from(build_parser().parse_args([*command, *argv, "hi"]))
+            )
+        return demo.config_for(demo.options_from(build_parser().parse_args([*command, *argv])))
+
+    assert config_from().delivery == default.delivery == "live"
+    messages = config_from("--delivery", "messages", "--humanizer", "2", "--timeout", "5")
+    assert (messages.delivery, messages.humanizer_degree) == ("messages", 2)
+    assert messages.inactivity_timeout == 5.0
+    assert config_from("--delivery=live").delivery == "live"

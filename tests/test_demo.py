@@ -14,10 +14,9 @@ import pytest
 
 from cordstream.domain import TokenUsage
 from cordstream.domain.config import Delivery
-from cordstream.shell.cli import build_parser, demo, main
+from cordstream.shell.cli import demo, main
 from cordstream.shell.cli.console import Log
 from cordstream.shell.cli.demo import ANSWER, Options, Terminal, run_demo
-from cordstream.shell.config import StreamConfig
 from cordstream.shell.testing.emulator import Change, ChangeKind, Pings, SentMessage
 from tests.answers import as_written, fences_balanced
 
@@ -28,19 +27,6 @@ CURSOR = "\u258c"
 def quiet() -> Log:
     """Progress lines are for people; tests read the transcript."""
     return Log(lambda _: None)
-
-
-def config_from(*argv: str) -> StreamConfig:
-    return demo.config_for(demo.options_from(build_parser().parse_args(["demo", *argv])))
-
-
-def test_the_command_streams_live_by_default() -> None:
-    assert config_from().delivery == "live"
-    assert Options().delivery == "live"
-    messages = config_from("--delivery", "messages", "--humanizer", "2", "--timeout", "5")
-    assert (messages.delivery, messages.humanizer_degree) == ("messages", 2)
-    assert messages.inactivity_timeout == 5.0
-    assert config_from("--delivery=live").delivery == "live"
 
 
 @pytest.mark.asyncio

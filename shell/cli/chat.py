@@ -42,11 +42,12 @@ import discord
 import discord.http
 
 from cordstream.domain import ProviderError
-from cordstream.domain.config import DELIVERIES, Delivery
+from cordstream.domain.config import Delivery
 from cordstream.shell.cli.console import (
     Failure,
     Printer,
     could_not_connect,
+    delivery_options,
     http_url,
     local_channel,
     positive_seconds,
@@ -430,20 +431,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     chat.add_argument(
         "--timeout", type=positive_seconds, default=120.0, help="inactivity timeout (120 s)"
     )
-    chat.add_argument(
-        "--delivery",
-        choices=DELIVERIES,
-        default="live",
-        help="live (default): one message edited as the answer grows, a new one when it is "
-        "full; messages: a new message per piece",
-    )
-    chat.add_argument(
-        "--humanizer",
-        type=int,
-        default=1,
-        choices=(0, 1, 2, 3),
-        help="how --delivery messages cuts the answer (1); live delivery ignores it",
-    )
+    delivery_options(chat)
 
 
 def options_from(args: argparse.Namespace) -> ChatOptions:

@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 
 import discord
 
+from cordstream.domain.config import DELIVERIES
 from cordstream.shell.testing.emulator import Change, DiscordEmulator, SentMessage, local_discord
 
 Printer = Callable[[str], None]
@@ -315,3 +316,21 @@ def http_url(text: str) -> str:
             f"got {text!r}"
         )
     return text
+
+
+def delivery_options(parser: argparse.ArgumentParser) -> None:
+    """`--delivery` and `--humanizer`, as `demo` and `chat` both offer them."""
+    parser.add_argument(
+        "--delivery",
+        choices=DELIVERIES,
+        default="live",
+        help="live (default): one message edited as the answer grows, a new one when it is "
+        "full; messages: a new message per piece",
+    )
+    parser.add_argument(
+        "--humanizer",
+        type=int,
+        default=1,
+        choices=(0, 1, 2, 3),
+        help="how --delivery messages cuts the answer (1); live delivery ignores it",
+    )

@@ -25,11 +25,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from cordstream.domain import DoneChunk, ProcessedChunk, StreamResult, TextChunk
-from cordstream.domain.config import DELIVERIES, Delivery
+from cordstream.domain.config import Delivery
 from cordstream.shell.cli.console import (
     Log,
     Printer,
     View,
+    delivery_options,
     follow,
     local_channel,
     per_second,
@@ -137,21 +138,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "redrawn as the answer is edited into it; otherwise a line is printed for each new "
         "message and each edit.",
     )
-    demo.add_argument(
-        "--delivery",
-        choices=DELIVERIES,
-        default="live",
-        help="live (default): one message edited as the answer grows, a new one when it is "
-        "full; messages: a new message per piece",
-    )
+    delivery_options(demo)
     demo.add_argument("--speed", type=per_second, default=200.0, help="chunks per second (200)")
-    demo.add_argument(
-        "--humanizer",
-        type=int,
-        default=1,
-        choices=(0, 1, 2, 3),
-        help="how --delivery messages cuts the answer (1); live delivery ignores it",
-    )
     demo.add_argument(
         "--stop-after", type=seconds_from_now, metavar="S", help="a user /stop after S seconds"
     )
