@@ -22,6 +22,7 @@ from cordstream.domain import (
     ConsumeRequest,
     Delivered,
     DiscordFailure,
+    EditMessage,
     Effect,
     Event,
     Finish,
@@ -66,6 +67,7 @@ class Harness:
     refused: int = 0  # requests refused so far
     anomalies_fed: int = 0  # impossible events a test fed on purpose (`machine._Run.handle`)
     pause: TypingPause | None = None  # the typing pause running (E9) or the indicator (L1)
+    in_flight: SendMessage | EditMessage | SendEmbed | None = None  # the request Discord has
 
     _events: deque[Event] = field(default_factory=deque, init=False, repr=False)
     _feeding: bool = field(default=False, init=False, repr=False)
@@ -142,17 +144,36 @@ class Harness:
         self.now += pause.seconds
         self.feed(PauseOver(self.now, pause.token))
 
+    def deliver(self, url: str | None = None) -> None:
+        """Accept the request in flight."""
+        raise NotImplementedError
+
+    def reject(self, failure: DiscordFailure) -> None:
+        """Refuse the request in flight."""
+        request = self.in_flight
+        assert request is not None, "no request in flight"
+        self.in_flight = None
+        self.refused += 1
+        self._refusing(failure)
+        self.feed(Rejected(self.now, request.seq, failure))
+
+    def _refusing(self, failure: DiscordFailure) -> None:
+        """What the channel makes of a refusal (nothing changes in it by default)."""
+
     def settle(self) -> StreamResult:
-        """Answer what is awaited (`_answer_one`) until the result; return it."""
+        """Accept what is in flight, else end what is awaited (`_wait_over`), until the
+        result; return it."""
         for _ in range(100_000):
             if self.result is not None:
                 return self.result
-            if not self._answer_one():
+            if self.in_flight is not None:
+                self.deliver()
+            elif not self._wait_over():
                 break
         raise AssertionError(f"no result; phase {self.state.phase}")
 
-    def _answer_one(self) -> bool:
-        """Answer one awaited thing as Discord and the shell would; False if none is."""
+    def _wait_over(self) -> bool:
+        """End one wait the stream is in, as the shell would; False if it is in none."""
         raise NotImplementedError
 
     # -- reading -------------------------------------------------------------------------
@@ -198,7 +219,6 @@ class Driver(Harness):
     auto_deliver: bool = True
     suppress_user_errors: bool = False
     messages: list[str] = field(default_factory=list)  # contents Discord accepted
-    pending_send: SendMessage | SendEmbed | None = None
 
     def __post_init__(self) -> None:
         # This driver plays messages delivery (E9, the reference's style), whatever the
@@ -207,32 +227,26 @@ class Driver(Harness):
             self.config = replace(self.config, delivery="messages")
         self.state = initial_state(self.config, suppress_user_errors=self.suppress_user_errors)
 
+    @property
+    def pending_send(self) -> SendMessage | EditMessage | SendEmbed | None:
+        """The send in flight."""
+        return self.in_flight
+
     def deliver(self, url: str | None = None) -> None:
         """Accept the send in flight."""
-        send = self.pending_send
+        send = self.in_flight
         assert send is not None, "no send in flight"
-        self.pending_send = None
-        if isinstance(send, SendMessage):
-            self.messages.append(send.content)
-        else:
+        self.in_flight = None
+        if isinstance(send, SendEmbed):
             self.embeds.append(send.embed)
+        else:
+            self.messages.append(send.content)
         self.feed(Delivered(self.now, send.seq, url))
 
-    def reject(self, failure: DiscordFailure) -> None:
-        send = self.pending_send
-        assert send is not None, "no send in flight"
-        self.pending_send = None
-        self.refused += 1
-        self.feed(Rejected(self.now, send.seq, failure))
-
-    def _answer_one(self) -> bool:
-        """Let pauses end and sends complete."""
-        if self.pending_send is not None:
-            self.deliver()
-        elif self.pause is not None:
-            self.end_pause()
-        else:
+    def _wait_over(self) -> bool:
+        if self.pause is None:
             return False
+        self.end_pause()
         return True
 
     def accepted(self) -> list[str]:
@@ -245,8 +259,8 @@ class Driver(Harness):
     def _note(self, effect: Effect) -> None:
         match effect:
             case SendMessage() | SendEmbed():
-                assert self.pending_send is None, "two Discord requests in flight"
-                self.pending_send = effect
+                assert self.in_flight is None, "two Discord requests in flight"
+                self.in_flight = effect
                 if self.reject_next:
                     self.reject(self.reject_next.pop(0))
                 elif self.auto_deliver:

@@ -24,7 +24,6 @@ from cordstream.domain import (
     EditMessage,
     Effect,
     Finish,
-    Rejected,
     SendEmbed,
     SendMessage,
     StreamConfig,
@@ -50,7 +49,6 @@ class LiveDriver(Harness):
     channel: list[str] = field(default_factory=list)  # each message's current content
     history: list[list[str]] = field(default_factory=list)  # each message's contents, in order
     turn: AwaitTurn | None = None
-    in_flight: Request | None = None
     typing_shown: int = 0  # typing indicators shown
     requests: list[Request] = field(default_factory=list)
     open_index: int | None = None  # the channel index of the message last changed
@@ -92,22 +90,14 @@ class LiveDriver(Harness):
                 self.embeds.append(embed)
         self.feed(Delivered(self.now, request.seq, url))
 
-    def reject(self, failure: DiscordFailure) -> None:
-        request = self.in_flight
-        assert request is not None, "no request in flight"
-        self.in_flight = None
-        self.refused += 1
+    def _refusing(self, failure: DiscordFailure) -> None:
         if failure.code == 10008 and self.open_index is not None:
             self.deleted.add(self.open_index)
-        self.feed(Rejected(self.now, request.seq, failure))
 
-    def _answer_one(self) -> bool:
-        if self.in_flight is not None:
-            self.deliver()
-        elif self.turn is not None:
-            self.grant()
-        else:
+    def _wait_over(self) -> bool:
+        if self.turn is None:
             return False
+        self.grant()
         return True
 
     # -- reading -------------------------------------------------------------------------
