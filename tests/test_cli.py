@@ -325,36 +325,34 @@ def test_an_emulator_that_cannot_listen_is_one_line_and_exit_2(
 # --- chat shows each message (live: each edit) as the channel receives it ----------------
 
 
+async def slow_chat(*options: str) -> tuple[list[str], str]:
+    """`cordstream chat` with a slow model: what stdout shows up to the first message while
+    the model still holds the rest of its answer, and everything after (a clean exit)."""
+    go = asyncio.Event()
+    # E6: a line goes out once the next one has begun ("Second"), in case that is only "...".
+    slow = Reply(frames=text_frames("First line.\nSecond", " line."), hang_after=2, resume=go)
+    async with ModelServer([slow]) as server:
+        url = server.url + "/v1"
+        argv = ("chat", "--model", "local-model", "--base-url", url, *options, "hello")
+        async with command(*argv) as process:
+            shown = await read_until(process, "channel receives message")
+            assert not go.is_set()  # the model is still holding the rest of its answer
+            assert shown[-1].rstrip().endswith("as a reply: First line.")
+            assert "status:" not in "".join(shown)
+            go.set()
+            rest, stderr = await finish(process)
+    assert process.returncode == 0, stderr
+    assert stderr == []
+    assert "status:          completed" in rest
+    return shown, rest
+
+
 @pytest.mark.asyncio
 async def test_chat_prints_each_message_as_the_channel_receives_it() -> None:
     """A slow model: the first line is in the channel, and on the command's stdout, while the
     model has not finished; the rest follows once the test lets the model go on."""
-    go = asyncio.Event()
-    # E6: a line goes out once the next one has begun ("Second"), in case that is only "...".
-    slow = Reply(frames=text_frames("First line.\nSecond", " line."), hang_after=2, resume=go)
-    async with (
-        ModelServer([slow]) as server,
-        command(
-            "chat",
-            "--model",
-            "local-model",
-            "--base-url",
-            server.url + "/v1",
-            "--delivery",
-            "messages",
-            "hello",
-        ) as process,
-    ):
-        shown = await read_until(process, "channel receives message")
-        assert not go.is_set()  # the model is still holding the rest of its answer
-        assert shown[-1].rstrip().endswith("as a reply: First line.")
-        assert "status:" not in "".join(shown)
-        go.set()
-        rest, stderr = await finish(process)
-    assert process.returncode == 0, stderr
-    assert stderr == []
+    _shown, rest = await slow_chat("--delivery", "messages")
     assert "channel receives message (12 chars): Second line." in rest
-    assert "status:          completed" in rest
 
 
 @pytest.mark.asyncio
@@ -362,30 +360,14 @@ async def test_live_chat_prints_the_first_text_then_each_edit_as_the_channel_acc
     """Live delivery (the default), a slow model: the first text creates the message, which is
     on the command's stdout while the model has not finished; once the test lets the model go
     on, the final edit shows the whole answer, without the cursor."""
-    go = asyncio.Event()
-    slow = Reply(frames=text_frames("First line.\nSecond", " line."), hang_after=2, resume=go)
-    async with (
-        ModelServer([slow]) as server,
-        command(
-            "chat", "--model", "local-model", "--base-url", server.url + "/v1", "hello"
-        ) as process,
-    ):
-        shown = await read_until(process, "channel receives message")
-        assert not go.is_set()  # the model is still holding the rest of its answer
-        assert "live delivery" in shown[0]
-        assert " channel receives message 1 (" in shown[-1]
-        assert shown[-1].rstrip().endswith("as a reply: First line.")
-        assert "status:" not in "".join(shown)
-        go.set()
-        rest, stderr = await finish(process)
-    assert process.returncode == 0, stderr
-    assert stderr == []
+    shown, rest = await slow_chat()
+    assert "live delivery" in shown[0]
+    assert " channel receives message 1 (" in shown[-1]
     # The final edit: "First line.\nSecond line.", the cursor gone; no second message.
     assert "] message 1 edited (24 chars): Second line.\n" in rest
     assert "message 2" not in rest
     assert "┌─ message 1 (24 chars, " in rest
     assert "\u258c" not in rest.split("══════ #general ══════", 1)[1]
-    assert "status:          completed" in rest
 
 
 def test_a_reader_that_goes_away_is_not_an_error() -> None:

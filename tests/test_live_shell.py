@@ -72,9 +72,8 @@ ANSWER: Final = (
 async def test_L1_L2_at_50_chunks_a_second_text_shows_at_once_and_never_waits_long() -> None:
     async with stage() as s:
         s.api.rate_limits = RateLimits()
-        loop = asyncio.get_running_loop()
         provider = ScriptProvider(paced(ANSWER))
-        started = loop.time()
+        started = asyncio.get_running_loop().time()
         result = await s.stream(provider, LIVE)
         assert result.status == "completed"
         history = s.api.history()
@@ -99,10 +98,9 @@ async def test_L1_L2_at_50_chunks_a_second_text_shows_at_once_and_never_waits_lo
 async def test_L2_three_live_streams_in_one_channel_share_its_budget_without_a_429() -> None:
     async with stage() as s:
         s.api.rate_limits = RateLimits()
-        loop = asyncio.get_running_loop()
         answers = [f"Stream {n} says: " + "word " * 400 for n in range(3)]
         providers = [ScriptProvider(paced(a)) for a in answers]
-        started = loop.time()
+        started = asyncio.get_running_loop().time()
         results = await asyncio.gather(*(s.stream(p, LIVE) for p in providers))
         assert all(r.status == "completed" for r in results)
         assert s.api.rate_limit_hits == {}

@@ -12,11 +12,25 @@ import logging
 import pytest
 
 from cordstream.domain import Delivered, Effect, Event, StreamState, step
-from cordstream.shell import StreamConfig, StreamContext, StreamOrchestrator
+from cordstream.shell import StreamConfig, StreamContext, StreamOrchestrator, StreamResult
 from cordstream.shell import orchestrator as orchestrator_module
 from cordstream.shell.testing import ScriptProvider, local_discord
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.looptime]
+
+
+async def two_lines(caplog: pytest.LogCaptureFixture) -> tuple[StreamResult, str]:
+    """Two lines streamed as messages into a local Discord, the `cordstream` logger captured:
+    the result, and the channel's text."""
+    provider = ScriptProvider(["One line.\n", "Two lines.\n"])
+    async with local_discord() as (api, _, channel):
+        with caplog.at_level(logging.WARNING, logger="cordstream"):
+            result = await StreamOrchestrator().stream_to_discord(
+                provider,
+                StreamConfig(delivery="messages", humanizer_degree=1),
+                StreamContext(channel),
+            )
+        return result, api.text()
 
 
 async def test_B1_an_answer_fed_twice_is_listed_and_logged(
@@ -30,16 +44,9 @@ async def test_B1_an_answer_fed_twice_is_listed_and_logged(
         return state, effects
 
     monkeypatch.setattr(orchestrator_module, "step", twice)
-    provider = ScriptProvider(["One line.\n", "Two lines.\n"])
-    async with local_discord() as (api, _, channel):
-        with caplog.at_level(logging.WARNING, logger="cordstream"):
-            result = await StreamOrchestrator().stream_to_discord(
-                provider,
-                StreamConfig(delivery="messages", humanizer_degree=1),
-                StreamContext(channel),
-            )
-        assert result.status == "completed"
-        assert result.accumulated_text == api.text() == "One line.\nTwo lines."
+    result, channel_text = await two_lines(caplog)
+    assert result.status == "completed"
+    assert result.accumulated_text == channel_text == "One line.\nTwo lines."
     assert result.anomalies
     assert all(line.startswith("Delivered for request") for line in result.anomalies)
     warnings = [r for r in caplog.records if r.name == "cordstream"]
@@ -51,13 +58,6 @@ async def test_B1_an_answer_fed_twice_is_listed_and_logged(
 async def test_B1_a_correct_shell_feeds_no_impossible_event(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    provider = ScriptProvider(["One line.\n", "Two lines.\n"])
-    async with local_discord() as (_, _, channel):
-        with caplog.at_level(logging.WARNING, logger="cordstream"):
-            result = await StreamOrchestrator().stream_to_discord(
-                provider,
-                StreamConfig(delivery="messages", humanizer_degree=1),
-                StreamContext(channel),
-            )
+    result, _ = await two_lines(caplog)
     assert result.anomalies == ()
     assert not [r for r in caplog.records if r.name == "cordstream"]
