@@ -106,9 +106,20 @@ class Harness:
     def chunk(self, chunk: ProcessedChunk | object, headline: str | None = None) -> None:
         self.feed(ChunkArrived(self.now, chunk, headline))
 
-    def stream(self, text: str, size: int) -> None:
-        """Feed `text` in chunks of `size` characters."""
-        self.text(*(text[i : i + size] for i in range(0, len(text), size)))
+    def stream(self, text: str | Iterable[str], size: int) -> None:
+        """Feed `text` in chunks of `size` characters (or the given chunks)."""
+        chunks = (
+            [text[i : i + size] for i in range(0, len(text), size)]
+            if isinstance(text, str)
+            else text
+        )
+        self.text(*chunks)
+
+    def run(self, text: str | Iterable[str], size: int) -> StreamResult:
+        """Start, stream `text` (see `stream`) and end: the result."""
+        self.start()
+        self.stream(text, size)
+        return self.end()
 
     def feed_end(self) -> None:
         """The provider ran out; Discord's answers are left to the test."""
@@ -279,12 +290,7 @@ def run(
 ) -> tuple[Driver, StreamResult]:
     """Stream `text` (in `size`-character chunks, or the given chunks) to completion."""
     driver = Driver(config or StreamConfig())
-    driver.start()
-    if isinstance(text, str):
-        driver.stream(text, size)
-    else:
-        driver.text(*text)
-    return driver, driver.end()
+    return driver, driver.run(text, size)
 
 
 def pack(pieces: Iterable[segments.Piece], max_len: int, *, one_each: bool = False) -> list[str]:

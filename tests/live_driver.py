@@ -154,9 +154,4 @@ def run_live(
 ) -> tuple[LiveDriver, StreamResult]:
     """Stream `text` (in `size`-character chunks, or the given chunks) live, to completion."""
     driver = LiveDriver(live(**config))
-    driver.start()
-    if isinstance(text, str):
-        driver.stream(text, size)
-    else:
-        driver.text(*text)
-    return driver, driver.end()
+    return driver, driver.run(text, size)
