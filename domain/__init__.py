@@ -92,7 +92,7 @@ from cordstream.domain.events import (
     TurnGranted,
 )
 from cordstream.domain.machine import step
-from cordstream.domain.requests import StopRequest, register, stop_reason
+from cordstream.domain.requests import StopRequest, may_stop, register, stop_reason
 from cordstream.domain.results import StopReason, StreamResult, StreamStatus, ThoughtLog
 from cordstream.domain.state import StreamState, initial_state
 from cordstream.domain.usage import TokenUsage, estimate_tokens, normalize_usage, sum_turn_usage
@@ -143,6 +143,7 @@ __all__ = [
     "TypingPause",
     "estimate_tokens",
     "initial_state",
+    "may_stop",
     "normalize_usage",
     "register",
     "step",

@@ -36,7 +36,12 @@ from cordstream.shell.ratelimit import (
     set_channel_budget,
     set_global_budget,
 )
-from cordstream.shell.stops import DEFAULT_STOPS, StopRegistry
+from cordstream.shell.stops import (
+    DEFAULT_STOPS,
+    StopRegistry,
+    interaction_may_stop,
+    member_may_stop,
+)
 from cordstream.shell.turn import Tool, ToolRun, TurnResult, TurnStatus, run_turn
 
 __all__ = [
@@ -69,6 +74,8 @@ __all__ = [
     "TurnResult",
     "TurnStatus",
     "estimate_tokens",
+    "interaction_may_stop",
+    "member_may_stop",
     "normalize_usage",
     "run_turn",
     "set_channel_budget",

@@ -28,6 +28,11 @@ class StreamContext:
     - `locale`: for embed texts (see `cordstream.domain.catalogue`).
     - `allowed_mentions`: passed to every send; the default pings nobody, so model output
       can never ping @everyone, a role or a user (F1).
+    - `answering`: the id of the user this stream answers (C9), or None. With it, a stop aimed
+      at that user (`request_stop(..., answering=user_id)`) or a follow-up from that user ends
+      this stream alone, and requests aimed at other users' answers in the channel never reach
+      it; a channel-wide `request_stop` still does. None: the stream is the channel's answer,
+      and every stop or follow-up in the channel ends it (C1–C8).
     """
 
     channel: discord.abc.Messageable
@@ -36,6 +41,7 @@ class StreamContext:
     on_stream_progress: Callable[[], None] | None = None
     locale: str = "en"
     allowed_mentions: discord.AllowedMentions = field(default_factory=discord.AllowedMentions.none)
+    answering: int | None = None
 
 
 class StreamProvider(Protocol[Raw]):

@@ -137,6 +137,7 @@ from cordstream.domain import (
 )
 from cordstream.domain.machine import abandon
 from cordstream.domain.redact import Secrets
+from cordstream.domain.requests import resolve
 from cordstream.shell import delivery, ratelimit
 from cordstream.shell.config import StreamConfig
 from cordstream.shell.context import StreamContext, StreamProvider
@@ -190,25 +191,60 @@ class StreamOrchestrator:
         return await _Stream(self, provider, config, context).run()
 
     def request_stop(
-        self, channel_id: int, requester_id: str | None = None, context: object = None
+        self,
+        channel_id: int,
+        requester_id: str | None = None,
+        context: object = None,
+        *,
+        answering: int | None = None,
     ) -> bool:
-        """Stop the channel's stream (C2); `context` comes back as `result.stop_context`."""
-        return self.stops.request_stop(channel_id, requester_id, context)
+        """Stop the channel's streams (C2); `context` comes back as `result.stop_context`.
+
+        With `answering` (a user id), only the stream answering that user stops (C9); the
+        channel's other streams go on. Without it the stop is channel-wide: every stream
+        running in the channel stops, each with this stop's reason and context, and the stop
+        is gone once they all resolved it; when none runs, it stops the next one (B4). Not
+        checked against C10: the bot's own code is trusted (see `member_may_stop`).
+        """
+        return self.stops.request_stop(channel_id, requester_id, context, answering=answering)
 
     def request_follow_up(self, channel_id: int, requester_id: str) -> bool:
-        """A new user message: end the stream as `follow_up_interrupt` (C3)."""
+        """A new user message: end the stream as `follow_up_interrupt` (C3).
+
+        It ends the requester's own answer (a stream with `answering` such that
+        `requester_id == str(answering)`) and streams that name nobody; streams answering
+        other users go on (C9). False while a stop reaching the requester's answer is pending.
+        """
         return self.stops.request_follow_up(channel_id, requester_id)
 
-    def has_stop_request(self, channel_id: int) -> bool:
-        return self.stops.has_stop_request(channel_id)
+    def interrupt_own_answer(self, channel_id: int, user_id: int) -> bool:
+        """C9: a new message from `user_id` ends that user's own answer streaming in the
+        channel (`follow_up_interrupt`), and no other. False, and nothing is registered, when
+        no stream answers that user there (nothing to interrupt: answer the message as a new
+        turn) or a stop for that answer is pending."""
+        if not self.stops.is_answering(channel_id, user_id):
+            return False
+        return self.stops.request_follow_up(channel_id, str(user_id))
 
-    def discard_requests(self, channel_id: int) -> bool:
-        """Forget a pending stop or follow-up for the channel; True if there was one.
+    def is_answering(self, channel_id: int, user_id: int) -> bool:
+        """Whether a stream answering `user_id` (`StreamContext.answering`) runs in the
+        channel (C9). Between two model requests of a tool loop no stream runs."""
+        return self.stops.is_answering(channel_id, user_id)
+
+    def has_stop_request(self, channel_id: int, *, answering: int | None = None) -> bool:
+        """Whether a stop or follow-up is pending in the channel; with `answering`, one that
+        would reach the answer to that user (C9)."""
+        return self.stops.has_stop_request(channel_id, answering=answering)
+
+    def discard_requests(self, channel_id: int, *, answering: int | None = None) -> bool:
+        """Forget pending stops and follow-ups; True if there was one.
 
         Call it when a new turn starts for a new user message, so a request that arrived
-        after the previous stream had ended does not end the new stream at once (B4).
+        after the previous stream had ended does not end the new stream at once (B4). Without
+        `answering`, every request of the channel; with it, only those the new answer to that
+        user would take, so other users' pending requests stay (C9).
         """
-        return self.stops.discard(channel_id) is not None
+        return bool(self.stops.discard(channel_id, answering=answering))
 
 
 class _Stream:
@@ -248,7 +284,7 @@ class _Stream:
         self.cancels = 0  # cancellations of the provider's task not yet taken back (`read`)
         self.abandoned = False  # the call returned without the provider's task
         self.fatal: BaseException | None = None  # a KeyboardInterrupt/SystemExit to re-raise
-        self.fed_request: StopRequest | None = None
+        self.fed: set[StopRequest] = set()  # the entries handed to the core
         self.fault_error: Exception | None = None  # the first fault (see the docstring)
         self.accepted: list[str] = []  # contents Discord accepted, for the last resort (F2)
         self.live_messages: list[discord.Message] = []  # the messages live delivery edits (L)
@@ -256,6 +292,8 @@ class _Stream:
         self.turn_task: asyncio.Task[None] | None = None  # waits for the channel's turn (L2)
         # The core is fed nothing more: it faulted beyond recovery, or the call is over.
         self.broken = False
+        # This stream's view of the registry (C9), opened last: `run` closes it.
+        self.reader = orchestrator.stops.reader(self.channel_id, context.answering)
 
     # -- the caller's task ---------------------------------------------------------------
 
@@ -281,6 +319,7 @@ class _Stream:
         finally:
             self.broken = True  # the call is over: nothing reaches the core any more
             unlisten()
+            self.reader.close()
             if self.timer is not None:
                 self.timer.cancel()
             for pause in self.pauses:
@@ -359,12 +398,27 @@ class _Stream:
     async def stream(self) -> None:
         if not isinstance(getattr(self.context.channel, "id", None), int):
             raise TypeError("StreamContext.channel must have an int `id`")
-        self.feed(Started(self.loop.time(), self.stops.peek(self.channel_id)))
+        self.start(self.reader.start())
         if self.wants_chunks():  # B4: a pending request resolves before the provider
             self.provider_task = self.loop.create_task(self.provide())
         await self.finished.wait()
         if self.fatal is not None:
             raise self.fatal
+
+    def start(self, pending: list[StopRequest]) -> None:
+        """B4, C9: the stream starts with the entries already reaching it, the one that wins
+        first (`precedence`), which decides. The others were pending at the start too: each
+        is handed to the core, and one it can no longer take, because the stream ended at
+        once, is resolved by the same rule (`resolve`: a second stop is absorbed, C5), so it
+        is not left for a later stream."""
+        self.fed.update(pending)
+        self.feed(Started(self.loop.time(), pending[0] if pending else None))
+        for request in pending[1:]:
+            ending = self.state.core.ending
+            if self.result is None:
+                self.feed(StopRequested(self.loop.time(), request))
+            elif ending is not None and resolve(request, ending.origin) == "absorb":
+                self.reader.consume(request)
 
     async def provide(self) -> None:
         """The provider's task: start the provider, read it, close it (B5–B7, B10, B13)."""
@@ -578,7 +632,7 @@ class _Stream:
                 self.spawn(self.typing())
                 self.pauses.append(self.loop.call_later(seconds, self.on_pause, token))
             case ConsumeRequest(request=request):
-                self.stops.consume(self.channel_id, request)
+                self.reader.consume(request)
             case Finish(result=result):
                 self.conclude(result)
 
@@ -643,10 +697,10 @@ class _Stream:
 
     def check_registry(self) -> None:
         self.registry_changed = False
-        request = self.stops.peek(self.channel_id)
-        if request is not None and request is not self.fed_request:
-            self.fed_request = request
-            self.feed(StopRequested(self.loop.time(), request))
+        for request in self.reader.pending():  # those reaching this stream (C9), in order
+            if request not in self.fed:
+                self.fed.add(request)
+                self.feed(StopRequested(self.loop.time(), request))
 
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = self.loop.create_task(work)

@@ -1,81 +1,203 @@
-"""The stop registry: `/stop` and follow-up requests per channel (SPEC C1–C8).
+"""The stop registry: `/stop` and follow-up requests per channel and per answer (SPEC C1–C10).
 
-One entry per channel. A stop always wins over a follow-up (C2, C3); which request replaces
-which, and what reason it resolves to, is decided in `cordstream.domain.requests`. A stream
-listening on a channel is woken at once when an entry appears (B3); it consumes the entry it
-resolves (C5), comparing identity, so an entry registered after its result stays for the next
-stream. What a stream does with an entry that arrives while its outcome is already decided (a
-stop after a follow-up wins; a stop during an internal stop stays here for the bot to see) is
-the core's decision: see `cordstream.domain.requests.resolve`.
-Entries older than five minutes are swept by the registry itself (C8).
+What a request is, which one replaces which, which stream it reaches and what reason it
+resolves to are decided in `cordstream.domain.requests`; this module keeps the entries, knows
+the streams reading them and wakes those streams. A stream listening on a channel is woken at
+once when an entry appears (B3); it consumes the entry it resolves (C5), comparing identity, so
+an entry registered after its result stays for the next stream. What a stream does with an
+entry that arrives while its outcome is already decided (a stop after a follow-up wins; a stop
+during an internal stop stays here for the bot to see) is the core's decision: see
+`cordstream.domain.requests.resolve`. Entries older than five minutes are swept by the
+registry itself (C8).
+
+Per-answer requests (C9). Each running stream holds a `StopReader` for its channel, naming the
+user it answers (`StreamContext.answering`, or None). An entry is kept in a slot: the channel's
+(None) or one answered user's; at most one entry per slot, and `admit` says which entries a new
+one replaces (C2, C3 per answer):
+
+- `request_stop(channel, ..., answering=A)` goes to A's slot and reaches the stream answering A
+  alone (and a stream that names nobody: it is the channel's answer, every request reaches it).
+- `request_stop(channel, ...)` without `answering` is channel-wide: it reaches **every** stream
+  running in the channel, and each stops and consumes it; it is gone once all of them resolved
+  it (or ended), so it never leaks into a later stream. When no stream runs it waits for the
+  next stream, as in C1–C8 (B4).
+- `request_follow_up(channel, requester)` goes to the requester's slot while a stream
+  answering them runs in the channel, else to the channel's slot, as in C1–C8. Either way it
+  reaches only streams answering the requester (`requester == str(answering)`) and streams
+  that name nobody: a message from Carol never ends Alice's answer.
+
+Which streams an entry is for is fixed when it is registered: the streams then running in the
+channel that it reaches. Each of them is handed it (`StopReader.pending`) until it consumes it
+or ends; the entry is removed once one of them consumed it and none is still to resolve it.
+An entry that none of them consumed (none was running, or each ended first, or each left it:
+a stop during an internal stop, a follow-up while stopping) waits for the next stream it
+reaches, which takes it when it starts (B4) — one stream, the first to start. So a stop
+registered while no stream of Alice's runs (say, between two model requests of her tool
+loop) stops her next one; a channel-wide stop made while Bob's answer runs and Alice's tool
+loop is between two requests is Bob's alone.
 
 The registry is in-memory and belongs to one event loop: call it from that loop's thread
 (a discord.py command handler is). `DEFAULT_STOPS` is shared by a `/stop` command and every
 `StreamOrchestrator()` created without a registry, so they meet without wiring.
+
+Who may stop an answer (C10) is the bot's question, answered by `member_may_stop` and
+`interaction_may_stop` from discord.py's permissions (`cordstream.domain.requests.may_stop`);
+the registry takes every request it is given (the bot's own code is trusted).
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
-from cordstream.domain.requests import MAX_REQUEST_AGE, StopRequest, is_expired, register
+import discord
+
+from cordstream.domain.requests import (
+    MAX_REQUEST_AGE,
+    Slot,
+    StopRequest,
+    admit,
+    is_expired,
+    may_stop,
+    precedence,
+    reaches,
+    slot_of,
+)
 
 Listener = Callable[[], None]
 
 
+@dataclass(eq=False)
+class _Entry:
+    request: StopRequest
+    seq: int  # registration order, for `precedence`
+    owed: set[StopReader] = field(default_factory=set)  # the streams still to resolve it
+    taken: bool = False  # a stream consumed it
+
+
+class StopReader:
+    """One stream's view of its channel's entries (C9): the entries that reach the user it
+    answers (`answering`; None: every entry of the channel), from when it opens until it
+    closes. Opened by `StopRegistry.reader`; the orchestrator holds one per stream."""
+
+    def __init__(self, registry: StopRegistry, channel_id: int, answering: int | None) -> None:
+        self._registry = registry
+        self.channel_id = channel_id
+        self.answering = answering
+        self.closed = False
+
+    def start(self) -> list[StopRequest]:
+        """The stream starts (B4): it takes the waiting entries that reach it (registered
+        when no stream they reach was running, or left by those that were); `pending`."""
+        self._registry._claim(self)
+        return self.pending()
+
+    def pending(self) -> list[StopRequest]:
+        """The entries this stream is still to resolve, in `precedence` order."""
+        return self._registry._pending(self)
+
+    def consume(self, request: StopRequest) -> None:
+        """The stream resolved `request` (C5): it is removed once no other stream it was
+        registered for is still to resolve it."""
+        self._registry._consume(self, request)
+
+    def close(self) -> None:
+        """The stream is over. An entry it was still to resolve is removed if another stream
+        consumed it, else it waits for the next stream (C5)."""
+        if not self.closed:
+            self.closed = True
+            self._registry._close(self)
+
+
 class StopRegistry:
-    """Pending stop and follow-up requests, one per channel."""
+    """Pending stop and follow-up requests: per channel, one per answer (C1, C9)."""
 
     def __init__(
         self, *, clock: Callable[[], float] = time.monotonic, max_age: float = MAX_REQUEST_AGE
     ) -> None:
         self._clock = clock
         self._max_age = max_age
-        self._entries: dict[int, StopRequest] = {}
+        self._entries: dict[int, dict[Slot, _Entry]] = {}
         self._listeners: dict[int, list[Listener]] = {}
+        self._readers: dict[int, list[StopReader]] = {}
+        self._seq = itertools.count()
 
     def __len__(self) -> int:
         self._sweep()
-        return len(self._entries)
+        return sum(len(slots) for slots in self._entries.values())
 
     def request_stop(
-        self, channel_id: int, requester_id: str | None = None, context: object = None
+        self,
+        channel_id: int,
+        requester_id: str | None = None,
+        context: object = None,
+        *,
+        answering: int | None = None,
     ) -> bool:
-        """Ask the channel's stream to stop (C2). No requester means a system stop. True."""
-        return self._offer(channel_id, StopRequest("stop", requester_id or None, context))
+        """Ask the channel's streams to stop (C2): with `answering`, only the stream answering
+        that user (C9). No requester means a system stop. True."""
+        request = StopRequest("stop", requester_id or None, context, answering=answering)
+        return self._offer(channel_id, slot_of(answering), request)
 
     def request_follow_up(self, channel_id: int, requester_id: str) -> bool:
-        """A new message arrived: end the stream so the turn restarts (C3).
+        """A new message arrived: end the stream so the turn restarts (C3). It ends the
+        requester's own answer and streams that name nobody, no other (C9).
 
-        False, and nothing changes, while a stop is pending.
+        False, and nothing changes, while a stop reaching the requester's answer is pending.
         """
-        return self._offer(channel_id, StopRequest("follow_up", requester_id))
+        readers = self._readers.get(channel_id, ())
+        answered = {str(r.answering) for r in readers if r.answering is not None}
+        slot = requester_id if requester_id in answered else None
+        return self._offer(channel_id, slot, StopRequest("follow_up", requester_id))
 
-    def has_stop_request(self, channel_id: int) -> bool:
-        """Whether a stop or follow-up is pending for the channel."""
-        return self.peek(channel_id) is not None
+    def has_stop_request(self, channel_id: int, *, answering: int | None = None) -> bool:
+        """Whether a stop or follow-up is pending for the channel; with `answering`, one that
+        would reach the stream answering that user (C9)."""
+        return any(reaches(e.request, answering) for e in self._channel(channel_id).values())
 
-    def peek(self, channel_id: int) -> StopRequest | None:
-        """The channel's pending entry, if it is not too old."""
-        entry = self._entries.get(channel_id)
-        if entry is not None and is_expired(entry, self._clock(), self._max_age):
-            del self._entries[channel_id]
-            return None
-        return entry
+    def peek(self, channel_id: int, *, answering: int | None = None) -> StopRequest | None:
+        """The entry in a slot, if it is not too old: the channel's own (C1), or with
+        `answering` that user's (C9)."""
+        entry = self._channel(channel_id).get(slot_of(answering))
+        return None if entry is None else entry.request
 
     def consume(self, channel_id: int, request: StopRequest) -> None:
-        """Remove `request` if it is still the channel's entry (C5)."""
-        if self._entries.get(channel_id) is request:
-            del self._entries[channel_id]
+        """Remove `request` if it is still one of the channel's entries (C5)."""
+        slots = self._entries.get(channel_id, {})
+        for slot, entry in list(slots.items()):
+            if entry.request is request:
+                self._remove(channel_id, slot)
 
-    def discard(self, channel_id: int) -> StopRequest | None:
-        """Drop the channel's pending entry and return it (None if there was none).
+    def discard(self, channel_id: int, *, answering: int | None = None) -> tuple[StopRequest, ...]:
+        """Drop pending entries and return them (oldest first).
 
         For a bot starting a fresh turn on a new message: a stop or follow-up that arrived
         after the previous stream ended must not end the new one before it starts (B4).
+        Without `answering`, every entry of the channel (C1–C8). With it, the entries the
+        answer to that user would take when it starts (C9): those that reach it and that no
+        running stream is still to resolve; other users' requests stay.
         """
-        return self._entries.pop(channel_id, None)
+        slots = self._channel(channel_id)
+        dropped = [
+            (slot, entry)
+            for slot, entry in slots.items()
+            if answering is None or (not entry.owed and reaches(entry.request, answering))
+        ]
+        for slot, _ in dropped:
+            self._remove(channel_id, slot)
+        return tuple(entry.request for _, entry in sorted(dropped, key=lambda d: d[1].seq))
+
+    def reader(self, channel_id: int, answering: int | None = None) -> StopReader:
+        """Open a stream's reader (C9); the stream closes it when it is over."""
+        reader = StopReader(self, channel_id, answering)
+        self._readers.setdefault(channel_id, []).append(reader)
+        return reader
+
+    def is_answering(self, channel_id: int, user_id: int) -> bool:
+        """Whether a stream answering `user_id` runs in the channel (C9)."""
+        return any(r.answering == user_id for r in self._readers.get(channel_id, ()))
 
     def listen(self, channel_id: int, listener: Listener) -> Callable[[], None]:
         """Call `listener` whenever an entry is registered for the channel; returns unlisten."""
@@ -90,27 +212,106 @@ class StopRegistry:
         return unlisten
 
     def listening(self) -> int:
-        """How many streams are listening (0 when no stream runs: nothing left behind)."""
-        return sum(len(group) for group in self._listeners.values())
+        """How many listeners and readers are open (0 when no stream runs: nothing left
+        behind)."""
+        return sum(len(group) for group in self._listeners.values()) + sum(
+            len(group) for group in self._readers.values()
+        )
 
-    def _offer(self, channel_id: int, request: StopRequest) -> bool:
+    # -- inside ------------------------------------------------------------------------------
+
+    def _channel(self, channel_id: int) -> dict[Slot, _Entry]:
+        """The channel's entries, swept (C8)."""
         self._sweep()
-        stamped = StopRequest(request.kind, request.requester_id, request.context, self._clock())
-        entry, accepted = register(self._entries.get(channel_id), stamped)
+        return self._entries.get(channel_id, {})
+
+    def _offer(self, channel_id: int, slot: Slot, request: StopRequest) -> bool:
+        slots = self._channel(channel_id)
+        stamped = StopRequest(
+            request.kind, request.requester_id, request.context, self._clock(), request.answering
+        )
+        accepted, replaced = admit({s: e.request for s, e in slots.items()}, slot, stamped)
         if not accepted:
             return False
-        assert entry is not None
-        self._entries[channel_id] = entry
+        for old in replaced:
+            self._remove(channel_id, old)
+        owed = {r for r in self._readers.get(channel_id, ()) if reaches(stamped, r.answering)}
+        self._entries.setdefault(channel_id, {})[slot] = _Entry(stamped, next(self._seq), owed)
         for listener in tuple(self._listeners.get(channel_id, ())):
             listener()
         return True
 
+    def _remove(self, channel_id: int, slot: Slot) -> None:
+        slots = self._entries.get(channel_id)
+        if slots is not None:
+            slots.pop(slot, None)
+            if not slots:
+                del self._entries[channel_id]
+
+    def _claim(self, reader: StopReader) -> None:
+        for entry in self._channel(reader.channel_id).values():
+            if not entry.owed and reaches(entry.request, reader.answering):
+                entry.owed.add(reader)
+
+    def _pending(self, reader: StopReader) -> list[StopRequest]:
+        mine = [e for e in self._channel(reader.channel_id).values() if reader in e.owed]
+        return precedence(e.request for e in sorted(mine, key=lambda e: e.seq))
+
+    def _consume(self, reader: StopReader, request: StopRequest) -> None:
+        self._settle(reader, request, consumed=True)
+
+    def _close(self, reader: StopReader) -> None:
+        readers = self._readers.get(reader.channel_id, [])
+        if reader in readers:
+            readers.remove(reader)
+        if not readers:
+            self._readers.pop(reader.channel_id, None)
+        for entry in list(self._entries.get(reader.channel_id, {}).values()):
+            if reader in entry.owed:
+                self._settle(reader, entry.request, consumed=False)
+
+    def _settle(self, reader: StopReader, request: StopRequest, *, consumed: bool) -> None:
+        slots = self._entries.get(reader.channel_id, {})
+        for slot, entry in list(slots.items()):
+            if entry.request is request:
+                entry.owed.discard(reader)
+                entry.taken = entry.taken or consumed
+                if entry.taken and not entry.owed:
+                    self._remove(reader.channel_id, slot)
+
     def _sweep(self) -> None:
         now = self._clock()
-        for channel_id in [
-            c for c, e in self._entries.items() if is_expired(e, now, self._max_age)
-        ]:
-            del self._entries[channel_id]
+        for channel_id, slots in list(self._entries.items()):
+            for slot, entry in list(slots.items()):
+                if is_expired(entry.request, now, self._max_age):
+                    self._remove(channel_id, slot)
 
 
 DEFAULT_STOPS = StopRegistry()
+
+
+def member_may_stop(
+    user: discord.Member | discord.User,
+    channel: discord.abc.Messageable | discord.abc.GuildChannel,
+    *,
+    answering: int | None,
+) -> bool:
+    """C10: whether `user` may stop an answer to `answering` in `channel`: the user it answers,
+    or a member who may manage messages there (`channel.permissions_for(member)`, the
+    channel's overwrites included). A `discord.User` (a DM, or a member discord.py has not
+    cached) manages nothing; nor does anyone in a channel whose permissions discord.py cannot
+    compute (a `PartialMessageable`)."""
+    manage = False
+    if isinstance(user, discord.Member) and isinstance(
+        channel, discord.abc.GuildChannel | discord.Thread
+    ):
+        manage = channel.permissions_for(user).manage_messages
+    return may_stop(answering, user.id, manage_messages=manage)
+
+
+def interaction_may_stop(interaction: discord.Interaction, *, answering: int | None) -> bool:
+    """C10: whether the user of `interaction` (a `/stop` command, a Stop button's click) may
+    stop an answer to `answering`: the user it answers, or one whose resolved permissions in
+    the interaction's channel (`interaction.permissions`) include managing messages."""
+    manage = interaction.permissions.manage_messages
+    return may_stop(answering, interaction.user.id, manage_messages=manage)
