@@ -6,14 +6,22 @@ aiohttp server on 127.0.0.1 (a random port) that serves the part of Discord's RE
 streaming bot uses, records every request and each channel's transcript, injects faults on
 demand (429s, 403/404/5xx, dropped connections, slow replies) and, as an option, plays
 Discord's real rate limits. `discord_client` logs a real `discord.Client` into it;
-`local_discord` does both and fetches the emulator's channel. `ScriptProvider` is a model that
+`local_discord` does both and fetches the emulator's channel. Its gateway runs a whole bot:
+`local_bot(bot)` connects a real `discord.Client`/`commands.Bot` to it, and a test plays the
+users (`add_member`, `user_says`, `slash`, `click`; each interaction is an `InteractionRecord`).
+`ScriptProvider` is a model that
 plays a script (text, chunks, pauses, a hang, an exception) and records what cordstream did to
 it. See `cordstream.shell.testing.emulator` and `cordstream.shell.testing.script` for every
-detail, and the README's "Test your bot against a local Discord".
+detail (`cordstream.shell.testing.gateway` for the gateway), and the README's "Test your bot
+against a local Discord".
 
     async with local_discord() as (api, client, channel):
         ...  # call your bot's code with `channel`
         assert api.text() == "what your bot should have said"
+
+    async with local_bot(bot) as api:
+        asked = await api.slash(api.add_member("alice"), "ask", {"question": "why?"})
+        await asked.wait_until(lambda i: i.state == "responded" and not i.thinking)
 """
 
 from __future__ import annotations
@@ -33,6 +41,13 @@ from cordstream.shell.testing.emulator import (
     discord_client,
     local_discord,
 )
+from cordstream.shell.testing.gateway import (
+    Gateway,
+    GatewayFrame,
+    GuildMember,
+    InteractionRecord,
+    local_bot,
+)
 from cordstream.shell.testing.script import Do, Hang, Raw, ScriptProvider, Sleep, Step
 
 # What a bot's tests need; the error codes, the route names and `would_ping` are in
@@ -44,7 +59,11 @@ __all__ = [
     "Drop",
     "ErrorReply",
     "Fault",
+    "Gateway",
+    "GatewayFrame",
+    "GuildMember",
     "Hang",
+    "InteractionRecord",
     "Limit",
     "LocalDiscord",
     "RateLimited",
@@ -56,5 +75,6 @@ __all__ = [
     "Sleep",
     "Step",
     "discord_client",
+    "local_bot",
     "local_discord",
 ]

@@ -59,9 +59,22 @@ after a test's setup requests). With them on:
   (`"send"`, `"edit"`, `"typing"`), and `RecordedRequest.rate_limited` marks each one
   (`"global"` or `"route"`). Injected `RateLimited` faults are not counted there.
 
-Not implemented: the gateway, attachments (multipart bodies are refused with 400), reactions,
+The gateway (`cordstream.shell.testing.gateway`, reached through `local_bot` or a client's own
+`connect()`) makes the emulator a Discord a whole bot runs against: a websocket on 127.0.0.1 that
+delivers READY, the guild (channels, roles, members), users' messages (`user_says`), slash
+commands (`slash`) and button clicks (`click`), and resumes a dropped connection
+(`drop_gateway`). The interaction routes it needs are served here, recorded like every request
+(kind `"interaction"`; faults apply to them): the interaction callback, the original response
+(get, edit), follow-ups (send, get, edit), and application-command sync (kind `"commands"`).
+Messages created through an interaction join the channel's transcript and history like any
+other (their `SentMessage.interaction_id` says which); ephemeral ones do not, and are kept per
+interaction and per user (`ephemeral_messages`). Message components (buttons, selects) are
+stored on messages, checked lightly and returned. See that module for what the gateway matches
+of Discord and what it leaves out.
+
+Not implemented: attachments (multipart bodies are refused with 400), reactions,
 deletes through the API (a moderator's deletion is `delete_message`), threads, stickers, polls,
-components' behaviour, forwards (message_reference type 1), permissions (use the 403 faults),
+forwards (message_reference type 1), permissions on the REST routes (use the 403 faults),
 buckets for the routes other than send, edit and typing, shared buckets across channels,
 Cloudflare's invalid-request ban, content trimming, and code-block awareness of mentions (a
 mention inside backticks is counted as a ping, which errs on the side of reporting one; so is a
@@ -81,12 +94,15 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any, Final, Literal, NamedTuple, Self
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, Self
 
 import discord
 import discord.http
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
+
+if TYPE_CHECKING:
+    from cordstream.shell.testing.gateway import Gateway, GuildMember, InteractionRecord
 
 __all__ = [
     "BAD_GATEWAY",
@@ -117,11 +133,26 @@ __all__ = [
 
 JSONObject = dict[str, Any]
 
-RouteKind = Literal["login", "fetch", "send", "edit", "typing", "other"]
+RouteKind = Literal[
+    "login", "fetch", "send", "edit", "typing", "gateway", "interaction", "commands", "other"
+]
 """What a request was for: `login` (users/@me, applications/@me), `fetch` (a channel or a
-message), `send`, `edit`, `typing`, or `other` (a route the emulator does not serve)."""
+message), `send`, `edit`, `typing`, `gateway` (`/gateway`, `/gateway/bot`), `interaction` (an
+interaction's callback and its webhook: the original response and follow-ups), `commands`
+(application commands), or `other` (a route the emulator does not serve)."""
 
-FaultRoute = Literal["login", "fetch", "send", "edit", "typing", "other", "any"]
+FaultRoute = Literal[
+    "login",
+    "fetch",
+    "send",
+    "edit",
+    "typing",
+    "gateway",
+    "interaction",
+    "commands",
+    "other",
+    "any",
+]
 
 ChangeKind = Literal["create", "edit", "delete"]
 """What a `Change` did to a channel: a message created, edited, or deleted by a moderator."""
@@ -333,8 +364,9 @@ class SentMessage:
     """A message the emulator accepted, as sent: `content` (`""` for none), `embeds`,
     `message_reference` and `allowed_mentions` (None when absent from the request), `pings`
     (accumulated over the message's edits: a ping cannot be taken back), `edits` (how many
-    edits were accepted; content, embeds and allowed_mentions are the latest), and `at` (loop
-    time when it was accepted)."""
+    edits were accepted; content, embeds, components and allowed_mentions are the latest), `at`
+    (loop time when it was accepted), `components` (the message's components, as sent) and
+    `interaction_id` (the interaction whose response or follow-up it is, else None)."""
 
     id: int
     channel_id: int
@@ -346,6 +378,8 @@ class SentMessage:
     flags: int
     at: float
     edits: int = 0
+    components: tuple[JSONObject, ...] = ()
+    interaction_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -461,17 +495,20 @@ class _Call:
     request: web.Request
     record: RecordedRequest
     ids: tuple[int, ...]
+    token: str | None = None  # an interaction's token, for the routes that carry one
 
 
 @dataclass(frozen=True)
 class _Route:
-    """Where a request goes: its handler (None: not served), its kind, the ids in its path,
-    and whether the path is served at all (with another method: 405)."""
+    """Where a request goes: its handler (None: not served), its kind, the ids in its path (the
+    token apart: the path's group named `token`), and whether the path is served at all (with
+    another method: 405)."""
 
     handler: _Handler | None
     kind: RouteKind
     ids: tuple[int, ...] = ()
     path_known: bool = False
+    token: str | None = None
 
 
 class DiscordEmulator:
@@ -483,6 +520,14 @@ class DiscordEmulator:
     bot's user id, `guild_id` its guild, `channel_id` the text channel created by default.
     `rate_limits` turns Discord's rate limits on (see the module docstring); it may be assigned
     at any time, and `rate_limit_hits` counts the 429s they answered.
+
+    `gateway` is the local gateway (`cordstream.shell.testing.gateway.Gateway`; `gateway_url` its
+    address): `heartbeat_interval` is the interval HELLO asks for (seconds), `interaction_ttl`
+    how long an interaction's token is valid (15 minutes, loop time), `interaction_deadline` how
+    long a bot has to acknowledge an interaction (3 s; None: no deadline). The methods a test
+    drives a bot with (`add_member`, `user_says`, `slash`, `click`, `wait_connected`,
+    `drop_gateway`, `expire_interaction`, `ephemeral_messages`) are the gateway's, here for
+    convenience.
     """
 
     def __init__(
@@ -491,7 +536,13 @@ class DiscordEmulator:
         token: str = "emulator-token",
         bot_name: str = "cordstream",
         rate_limits: RateLimits | None = None,
+        heartbeat_interval: float = 41.25,
+        interaction_ttl: float = 15 * 60.0,
+        interaction_deadline: float | None = 3.0,
     ) -> None:
+        # gateway.py builds on this module, so it is imported when an emulator is made.
+        from cordstream.shell.testing.gateway import Gateway  # noqa: PLC0415
+
         self.token: str = token
         self.bot_name: str = bot_name
         self.rate_limits: RateLimits | None = rate_limits
@@ -504,6 +555,12 @@ class DiscordEmulator:
         self.owner_id: int = self._snowflake()
         self.guild_id: int = self._snowflake()
         self._channels: dict[int, _Channel] = {}
+        self.gateway: Gateway = Gateway(
+            self,
+            heartbeat_interval=heartbeat_interval,
+            interaction_ttl=interaction_ttl,
+            interaction_deadline=interaction_deadline,
+        )
         self.channel_id: int = self.add_channel("general")
         self._faults: list[_Injected] = []
         self._in_flight: set[asyncio.Task[Any]] = set()
@@ -519,6 +576,7 @@ class DiscordEmulator:
             ("POST", re.compile(r"/channels/(\d+)/messages"), "send", self._send),
             ("PATCH", re.compile(r"/channels/(\d+)/messages/(\d+)"), "edit", self._edit),
             ("POST", re.compile(r"/channels/(\d+)/typing"), "typing", self._typing),
+            *self.gateway.routes(),
         )
 
     # ---- lifecycle ---------------------------------------------------------------------------
@@ -540,6 +598,7 @@ class DiscordEmulator:
         if self._runner is not None:
             raise RuntimeError("the emulator is already started")
         app = web.Application()
+        self.gateway.install(app)  # the websocket's paths, before the catch-all
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await runner.setup()
@@ -554,10 +613,12 @@ class DiscordEmulator:
         self._port = int(runner.addresses[0][1])
 
     async def close(self) -> None:
-        """Stop answering: pending (delayed) requests are cancelled, the server is shut down."""
+        """Stop answering: gateway connections are closed (1001), pending (delayed) requests are
+        cancelled, the server is shut down."""
         runner, self._runner = self._runner, None
         if runner is None:
             return
+        await self.gateway.close()
         for task in list(self._in_flight):
             task.cancel()
         await runner.cleanup()
@@ -581,18 +642,28 @@ class DiscordEmulator:
             raise RuntimeError("the emulator is not started")
         return f"http://127.0.0.1:{self._port}{API_PREFIX}"
 
+    @property
+    def gateway_url(self) -> str:
+        """`ws://127.0.0.1:PORT/gateway`, what `GET /gateway/bot` answers (and the value
+        `local_bot` gives `discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY`)."""
+        if self._port is None:
+            raise RuntimeError("the emulator is not started")
+        return f"ws://127.0.0.1:{self._port}/gateway"
+
     # ---- channels and messages --------------------------------------------------------------
 
     def add_channel(self, name: str = "general") -> int:
         """Create another text channel in the guild; returns its id."""
         channel_id = self._snowflake()
         self._channels[channel_id] = _Channel(channel_id, name)
+        self.gateway.channel_changed("CHANNEL_CREATE", channel_id)
         return channel_id
 
     def delete_channel(self, channel_id: int) -> None:
         """Delete a channel: from now on every request about it gets 404 Unknown Channel
         (10003). Its transcript stays readable."""
         self._channel(channel_id).deleted = True
+        self.gateway.channel_changed("CHANNEL_DELETE", channel_id)
 
     def delete_message(
         self, message_id: int, *, channel_id: int | None = None
@@ -662,6 +733,60 @@ class DiscordEmulator:
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener)
 
+    # ---- a bot's users, through the gateway (cordstream.shell.testing.gateway) ---------------
+
+    def add_member(self, name: str, *, manage_messages: bool = False) -> GuildMember:
+        """A new member of the guild, with the Moderators role (Manage Messages) or not
+        (`Gateway.add_member`)."""
+        return self.gateway.add_member(name, manage_messages=manage_messages)
+
+    async def user_says(
+        self, user: GuildMember | int, content: str, *, channel_id: int | None = None
+    ) -> int:
+        """`user` posts `content` in a channel (default: `channel_id`): the bot receives
+        MESSAGE_CREATE. Returns the message's id (`Gateway.user_says`)."""
+        return await self.gateway.user_says(user, content, channel_id=channel_id)
+
+    async def slash(
+        self,
+        user: GuildMember | int,
+        command: str,
+        options: Mapping[str, object] | None = None,
+        *,
+        channel_id: int | None = None,
+    ) -> InteractionRecord:
+        """`user` runs the slash command `command` ("ask", or "group sub") with `options`: the bot
+        receives INTERACTION_CREATE. Returns the interaction's record (`Gateway.slash`)."""
+        return await self.gateway.slash(user, command, options, channel_id=channel_id)
+
+    async def click(
+        self,
+        user: GuildMember | int,
+        message_id: int,
+        custom_id: str,
+        *,
+        values: Sequence[str] | None = None,
+    ) -> InteractionRecord:
+        """`user` clicks the component `custom_id` on message `message_id` (`Gateway.click`)."""
+        return await self.gateway.click(user, message_id, custom_id, values=values)
+
+    async def wait_connected(self) -> None:
+        """Wait until a bot's gateway session is connected (identified or resumed) and what it
+        was sent is on the wire (`Gateway.wait_connected`)."""
+        await self.gateway.wait_connected()
+
+    def drop_gateway(self, *, resumable: bool = True) -> int:
+        """Drop every gateway connection (`Gateway.drop`); returns how many were dropped."""
+        return self.gateway.drop(resumable=resumable)
+
+    def expire_interaction(self, interaction: InteractionRecord | int) -> None:
+        """An interaction's token expires now (`Gateway.expire`)."""
+        self.gateway.expire(interaction)
+
+    def ephemeral_messages(self, user: GuildMember | int) -> list[SentMessage]:
+        """The ephemeral messages `user` was shown, oldest first (`Gateway.ephemeral_messages`)."""
+        return self.gateway.ephemeral_messages(user)
+
     # ---- faults ------------------------------------------------------------------------------
 
     def inject(
@@ -725,18 +850,25 @@ class DiscordEmulator:
                 payload, bad_json = None, True
         path = request.rel_url.path
         route = self._resolve(request.method, path)
+        if route.kind == "interaction":
+            channel_id = self.gateway.interaction_channel(route.token)
+        elif route.kind in ("fetch", "send", "edit", "typing") and route.ids:
+            channel_id = route.ids[0]
+        else:
+            channel_id = None
         record = RecordedRequest(
             method=request.method,
             path=path,
             kind=route.kind,
-            channel_id=route.ids[0] if route.kind not in ("login", "other") and route.ids else None,
+            channel_id=channel_id,
             json=payload,
             headers=CIMultiDictProxy(CIMultiDict(request.headers)),
             at=asyncio.get_running_loop().time(),
         )
         self.requests.append(record)
         # None: the connection was dropped; aiohttp quietly fails to write the placeholder.
-        response = await self._respond(_Call(request, record, route.ids), route, bad_json)
+        call = _Call(request, record, route.ids, route.token)
+        response = await self._respond(call, route, bad_json)
         if response is not None:
             record.status = response.status
         return response if response is not None else web.Response(status=204)
@@ -752,14 +884,23 @@ class DiscordEmulator:
                 continue
             path_known = True
             if route_method == method:
-                return _Route(handler, kind, tuple(int(group) for group in match.groups()), True)
+                named = set(pattern.groupindex.values())
+                ids = tuple(
+                    int(match.group(index))
+                    for index in range(1, pattern.groups + 1)
+                    if index not in named
+                )
+                return _Route(handler, kind, ids, True, match.groupdict().get("token"))
         return _Route(None, "other", path_known=path_known)
 
     async def _respond(
         self, call: _Call, route: _Route, bad_json: bool
     ) -> web.StreamResponse | None:
         """The response, or None when the connection was dropped."""
-        if call.request.headers.get("Authorization") != f"Bot {self.token}":
+        # An interaction's routes are authorized by the token in their path, as `GET /gateway`
+        # needs none; every other route wants the bot's token.
+        public = route.kind == "interaction" or call.record.path == f"{API_PREFIX}/gateway"
+        if not public and call.request.headers.get("Authorization") != f"Bot {self.token}":
             return _json_response(401, {"message": "401: Unauthorized", "code": 0})
         limited, headers = self._rate_limit(call.record)
         if limited is not None:
@@ -798,7 +939,8 @@ class DiscordEmulator:
         if limits is None:
             return None, {}
         now = asyncio.get_running_loop().time()
-        if limits.global_limit is not None:
+        # Interaction routes are not bound by the global limit (as on Discord).
+        if limits.global_limit is not None and record.kind != "interaction":
             window = self._global_window = _open(self._global_window, limits.global_limit, now)
             if window.remaining <= 0:
                 record.rate_limited = "global"
@@ -887,25 +1029,24 @@ class DiscordEmulator:
         )
 
     async def _get_channel(self, call: _Call) -> web.StreamResponse:
-        channel = self._live_channel(call.ids[0])
+        return _json_response(200, self._channel_json(self._live_channel(call.ids[0])))
+
+    def _channel_json(self, channel: _Channel) -> JSONObject:
         last = max(channel.wire, default=None)
-        return _json_response(
-            200,
-            {
-                "id": str(channel.id),
-                "type": 0,
-                "guild_id": str(self.guild_id),
-                "name": channel.name,
-                "position": 0,
-                "permission_overwrites": [],
-                "nsfw": False,
-                "parent_id": None,
-                "topic": None,
-                "rate_limit_per_user": 0,
-                "last_message_id": None if last is None else str(last),
-                "flags": 0,
-            },
-        )
+        return {
+            "id": str(channel.id),
+            "type": 0,
+            "guild_id": str(self.guild_id),
+            "name": channel.name,
+            "position": 0,
+            "permission_overwrites": [],
+            "nsfw": False,
+            "parent_id": None,
+            "topic": None,
+            "rate_limit_per_user": 0,
+            "last_message_id": None if last is None else str(last),
+            "flags": 0,
+        }
 
     async def _get_message(self, call: _Call) -> web.StreamResponse:
         channel = self._live_channel(call.ids[0])
@@ -916,9 +1057,18 @@ class DiscordEmulator:
 
     async def _send(self, call: _Call) -> web.StreamResponse:
         channel = self._live_channel(call.ids[0])
-        body = self._body(call)
+        wire, sent = self._new_message(channel, self._body(call))
+        self._accept(channel, wire, sent)
+        return _json_response(200, wire)
+
+    def _new_message(
+        self, channel: _Channel, body: JSONObject, *, interaction_id: int | None = None
+    ) -> tuple[JSONObject, SentMessage]:
+        """The message a create's `body` makes in `channel`, checked as Discord checks it (a
+        `_Reply` when it is refused), the bot its author; not stored yet (`_accept`)."""
         content = _content(body.get("content"))
         embeds = _embeds(body.get("embeds"))
+        components = _components(body.get("components"))
         allowed = _allowed_mentions(body)
         if not content.strip() and not embeds:
             raise _Reply(400, 50006, "Cannot send an empty message")
@@ -938,6 +1088,7 @@ class DiscordEmulator:
             flags=flags,
             pings=pings,
         )
+        wire["components"] = list(components)
         if "nonce" in body:
             wire["nonce"] = body["nonce"]
         if reference is not None and replied is not None:
@@ -949,7 +1100,6 @@ class DiscordEmulator:
                 "guild_id": str(self.guild_id),
             }
             wire["referenced_message"] = replied
-        channel.wire[message_id] = wire
         sent = SentMessage(
             id=message_id,
             channel_id=channel.id,
@@ -960,26 +1110,44 @@ class DiscordEmulator:
             pings=pings,
             flags=flags,
             at=asyncio.get_running_loop().time(),
+            components=components,
+            interaction_id=interaction_id,
         )
+        return wire, sent
+
+    def _accept(self, channel: _Channel, wire: JSONObject, sent: SentMessage) -> None:
+        """`channel` shows a new message: in its transcript, its history, to the listeners."""
+        channel.wire[sent.id] = wire
         channel.transcript.append(sent)
         self._record(channel, "create", sent, sent.at)
         for listener in list(self._listeners):
             listener(sent)
-        return _json_response(200, wire)
 
     async def _edit(self, call: _Call) -> web.StreamResponse:
         channel = self._live_channel(call.ids[0])
         wire = self._known_message(channel, call.ids[1])
         if int(wire["author"]["id"]) != self.user_id:
             raise _Reply(403, 50005, "Cannot edit a message authored by another user")
-        body = self._body(call)
-        index = next(i for i, m in enumerate(channel.transcript) if m.id == call.ids[1])
-        old = channel.transcript[index]
+        return _json_response(200, self._apply_edit(channel, call.ids[1], self._body(call)))
+
+    def _apply_edit(self, channel: _Channel, message_id: int, body: JSONObject) -> JSONObject:
+        """Edit a message of the transcript with `body` (a `_Reply` when refused); its wire."""
+        wire = self._known_message(channel, message_id)
+        index = next(i for i, m in enumerate(channel.transcript) if m.id == message_id)
+        edited = channel.transcript[index] = self._revise(wire, channel.transcript[index], body)
+        self._record(channel, "edit", edited, asyncio.get_running_loop().time())
+        return wire
+
+    def _revise(self, wire: JSONObject, old: SentMessage, body: JSONObject) -> SentMessage:
+        """`old` edited with `body`, checked as Discord checks an edit (a `_Reply` when refused,
+        before anything changes); `wire` is updated in place."""
         content = _content(body["content"]) if "content" in body else old.content
         embeds = _embeds(body["embeds"]) if "embeds" in body else old.embeds
+        components = _components(body["components"]) if "components" in body else old.components
         allowed = _allowed_mentions(body) if "content" in body else old.allowed_mentions
         if not content.strip() and not embeds:
             raise _Reply(400, 50006, "Cannot send an empty message")
+        flags = _int(body["flags"], "flags") if "flags" in body else old.flags
         pings = old.pings
         if "content" in body:
             # Discord rebuilds the mentions from the new content, with the edit's
@@ -991,30 +1159,30 @@ class DiscordEmulator:
             new_pings = would_ping(content, allowed, replied_author)
             _set_mentions(wire, new_pings)
             pings = old.pings | new_pings
-        flags = _int(body["flags"], "flags") if "flags" in body else old.flags
         wire.update(
             content=content,
             embeds=list(embeds),
+            components=list(components),
             flags=flags,
             edited_timestamp=datetime.now(UTC).isoformat(),
         )
-        edited = channel.transcript[index] = replace(
+        return replace(
             old,
             content=content,
             embeds=embeds,
+            components=components,
             allowed_mentions=allowed,
             pings=pings,
             flags=flags,
             edits=old.edits + 1,
         )
-        self._record(channel, "edit", edited, asyncio.get_running_loop().time())
-        return _json_response(200, wire)
 
     # ---- helpers -------------------------------------------------------------------------------
 
     def _record(self, channel: _Channel, kind: ChangeKind, message: SentMessage, at: float) -> None:
         change = Change(at, kind, message.id, message.content, channel.id, message.embeds)
         channel.history.append(change)
+        self.gateway.message_changed(change)
         for listener in list(self._change_listeners):
             listener(change)
 
@@ -1211,6 +1379,63 @@ def _embeds(value: object) -> tuple[JSONObject, ...]:
             f"Embed size exceeds maximum size of {MAX_EMBED_TOTAL}",
         )
     return tuple({"type": "rich", **embed} for embed in value)
+
+
+_MAX_ROWS: Final = 5
+_MAX_ROW_ITEMS: Final = 5
+_MAX_CUSTOM_ID: Final = 100
+_LINK_STYLE: Final = 5
+
+
+def _components(value: object) -> tuple[JSONObject, ...]:
+    """A message's components, checked lightly: a list of objects; action rows (type 1), at most
+    5, of 1 to 5 items; a button (type 2) has a `custom_id` of 1 to 100 characters, or a `url`
+    for a link (style 5); `custom_id`s are unique in the message. Other component types (a
+    select, the layout components) pass as sent."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(c, dict) for c in value):
+        raise _form_error(["components"], "LIST_TYPE_CONVERT", "Must be a list of objects.")
+    if all(row.get("type") == 1 for row in value) and len(value) > _MAX_ROWS:
+        raise _form_error(
+            ["components"], "BASE_TYPE_MAX_LENGTH", f"Must be {_MAX_ROWS} or fewer in length."
+        )
+    seen: set[str] = set()
+    for index, row in enumerate(value):
+        if row.get("type") != 1:
+            continue
+        items = row.get("components")
+        if not isinstance(items, list) or not 1 <= len(items) <= _MAX_ROW_ITEMS:
+            raise _form_error(
+                ["components", index, "components"],
+                "BASE_TYPE_BAD_LENGTH",
+                f"Must be between 1 and {_MAX_ROW_ITEMS} in length.",
+            )
+        for number, item in enumerate(items):
+            path: list[str | int] = ["components", index, "components", number]
+            if not isinstance(item, dict):
+                raise _form_error(path, "DICT_TYPE_CONVERT", "Only dictionaries allowed.")
+            if item.get("type") == 2 and item.get("style") == _LINK_STYLE:
+                if not isinstance(item.get("url"), str):
+                    raise _form_error(
+                        [*path, "url"], "BASE_TYPE_REQUIRED", "This field is required"
+                    )
+                continue
+            custom_id = item.get("custom_id")
+            if not isinstance(custom_id, str) or not 1 <= len(custom_id) <= _MAX_CUSTOM_ID:
+                raise _form_error(
+                    [*path, "custom_id"],
+                    "BASE_TYPE_BAD_LENGTH",
+                    f"Must be between 1 and {_MAX_CUSTOM_ID} in length.",
+                )
+            if custom_id in seen:
+                raise _form_error(
+                    [*path, "custom_id"],
+                    "COMPONENT_CUSTOM_ID_DUPLICATED",
+                    "Component custom id cannot be duplicated",
+                )
+            seen.add(custom_id)
+    return tuple(dict(component) for component in value)
 
 
 def _dig(embed: Mapping[str, Any], path: tuple[str, ...]) -> str:
