@@ -506,6 +506,58 @@ async def test_a_button_click_runs_its_callback_and_an_ephemeral_reply_is_kept_a
             await api.click(alice, message.id, "stop")
 
 
+class Counter(discord.ui.View):
+    def __init__(self, clicks: asyncio.Queue[int]) -> None:
+        super().__init__(timeout=None)
+        self.clicks = clicks
+        self.add_item(discord.ui.Button(label="Docs", url="https://example.invalid/docs"))
+
+    @discord.ui.button(label="+1", custom_id="count")
+    async def count(
+        self, interaction: discord.Interaction, button: discord.ui.Button[Counter]
+    ) -> None:
+        await interaction.response.defer()  # DEFERRED_UPDATE_MESSAGE: nothing visible changes
+        await self.clicks.put(interaction.user.id)
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_a_view_sent_to_the_channel_is_stored_and_its_button_clicks_through() -> None:
+    client = discord.Client(intents=make_intents())
+    clicks: asyncio.Queue[int] = asyncio.Queue()
+    async with local_bot(client) as api:
+        channel = client.get_channel(api.channel_id)
+        assert isinstance(channel, discord.TextChannel)
+        sent = await channel.send("streaming…", view=Counter(clicks))
+        (stored,) = api.messages()
+        assert stored.id == sent.id
+        assert [b.get("custom_id") for b in stored.components[0]["components"]] == ["count", None]
+        alice = api.add_member("alice")
+        clicked = await api.click(alice, sent.id, "count")
+        assert await asyncio.wait_for(clicks.get(), WAIT) == alice.id
+        await clicked.wait_until()
+        assert (clicked.responses, clicked.state, clicked.original) == ([6], "deferred", stored)
+        with pytest.raises(ValueError, match="no component"):  # a link is no custom_id
+            await api.click(alice, sent.id, "https://example.invalid/docs")
+        # An edit that removes the view removes the components.
+        await sent.edit(content="done", view=None)
+        assert api.messages()[0].components == ()
+        # Discord refuses two components with one custom_id in a message.
+        button = {"type": 2, "style": 1, "label": "x", "custom_id": "same"}
+        body = {"content": "x", "components": [{"type": 1, "components": [button, button]}]}
+        auth = {"Authorization": f"Bot {api.token}"}
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(
+                f"{api.base_url}/channels/{api.channel_id}/messages", json=body, headers=auth
+            ) as response,
+        ):
+            assert response.status == 400
+            error = await response.json()
+            assert error["code"] == 50035
+            assert "COMPONENT_CUSTOM_ID_DUPLICATED" in json.dumps(error["errors"])
+
+
 # ---- resuming -----------------------------------------------------------------------------------
 
 
@@ -785,6 +837,17 @@ async def test_the_websocket_speaks_zlib_stream_and_closes_with_discords_codes()
                 assert json.loads((await ws.receive()).data)["t"] == event
             await ws.send_json({"op": 2, "d": {"token": api.token, "intents": 0}})
             assert ((await ws.receive()).type, ws.close_code) == (close, 4005)
+        # Closing the emulator closes its connections with 1001 (going away).
+        async with session.ws_connect(url) as ws:
+            await ws.receive()
+            await ws.send_json({"op": 2, "d": {"token": api.token, "intents": 0}})
+            await api.gateway.wait_connected()
+            assert api.gateway.connected == 1
+            await api.gateway.close()
+            while (message := await ws.receive()).type is aiohttp.WSMsgType.TEXT:
+                pass  # READY, GUILD_CREATE
+            assert (message.type, ws.close_code) == (close, 1001)
+            assert api.gateway.connected == 0
         # GET /gateway needs no token; /gateway/bot does.
         async with session.get(f"{api.base_url}/gateway") as response:
             assert await response.json() == {"url": api.gateway_url}

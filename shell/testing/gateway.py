@@ -28,20 +28,23 @@ payload flushed with Z_SYNC_FLUSH) or `compress=zstd-stream` (when `zstandard` o
   4003; an unknown opcode, 4001) → READY (the bot's user, its application id, `session_id`,
   `resume_gateway_url`, the guild as unavailable), then GUILD_CREATE: the guild, its text
   channels, its roles (@everyone; Moderators, with Manage Messages; the bot's managed role) and
-  its members. As on Discord, GUILD_CREATE carries every member only to a bot with the
-  GUILD_PRESENCES intent, else only the bot itself; REQUEST_GUILD_MEMBERS (op 8, what
-  discord.py sends with the GUILD_MEMBERS intent) is answered with GUILD_MEMBERS_CHUNK;
+  its members (GUILD_CREATE is sent whatever the intents). As on Discord, it carries every
+  member only to a bot with the GUILD_PRESENCES intent, else only the bot itself;
+  REQUEST_GUILD_MEMBERS (op 8, what discord.py sends with the GUILD_MEMBERS intent) is
+  answered with GUILD_MEMBERS_CHUNK;
 - each session numbers its dispatches (`s`) and keeps them: RESUME (session id, token and the
   last `s` seen) replays what the client missed, in order, then RESUMED; an unknown session
   gets INVALID_SESSION (`d: false`), and the client identifies again. A client closing with
   1000 or 1001 ends its session (as `bot.close()` does); `drop()` cuts connections without a
-  close frame (resumable, or not: the session is forgotten);
+  close frame (resumable, or not: the session is forgotten); closing the emulator closes every
+  connection with 1001 and refuses new ones;
 - MESSAGE_CREATE for each user's message (`user_says`) and each message the bot's own requests
   create (MESSAGE_UPDATE for an edit, MESSAGE_DELETE for a moderator's `delete_message`), with
   `guild_id` and the author's `member`, to a bot with the GUILD_MESSAGES intent; without
   MESSAGE_CONTENT a message's content, embeds and components are empty unless the bot wrote it
   or is mentioned in it; CHANNEL_CREATE/CHANNEL_DELETE for `add_channel`/`delete_channel`
-  (GUILDS), GUILD_MEMBER_ADD for `add_member` (GUILD_MEMBERS);
+  (GUILDS), GUILD_MEMBER_ADD for `add_member` (GUILD_MEMBERS). (`post_user_message` stays
+  what it was: a message in the channel that no event announces.)
 - INTERACTION_CREATE for a slash command (`slash`: options typed from the synced command when
   there is one, else from their Python type; subcommands by name, "group sub") and for a
   component click (`click`: a button or a select on a message, refused for a disabled or link
@@ -117,6 +120,7 @@ from cordstream.shell.testing.emulator import (
     _Handler,
     _int,
     _json_response,
+    _loop_time,
     _Reply,
     would_ping,
 )
@@ -153,7 +157,7 @@ _GUILD_MESSAGES: Final = 1 << 9
 _MESSAGE_CONTENT: Final = 1 << 15
 
 # Message flags
-SUPPRESS_EMBEDS: Final = 1 << 2
+_SUPPRESS_EMBEDS: Final = 1 << 2
 EPHEMERAL: Final = 1 << 6
 """The flag of an ephemeral message (64)."""
 LOADING: Final = 1 << 7
@@ -411,6 +415,7 @@ class Gateway:
         self._connections: list[_Connection] = []
         self._handlers: set[asyncio.Future[None]] = set()
         self._connection_count = 0
+        self._closing = False
         self._attached: list[asyncio.Future[None]] = []
         self._commands: dict[int | None, list[JSONObject]] = {None: [], emulator.guild_id: []}
         self._joined = datetime.now(UTC).isoformat()
@@ -700,7 +705,9 @@ class Gateway:
         return dropped
 
     async def close(self) -> None:
-        """Close every connection (1001) and forget the sessions (`DiscordEmulator.close`)."""
+        """Close every connection (1001) and forget the sessions (`DiscordEmulator.close`); a
+        connection attempted from now on is refused (503)."""
+        self._closing = True
         for connection in list(self._connections):
             connection.close(1001, "the emulator is closing")
         if self._handlers:
@@ -712,6 +719,7 @@ class Gateway:
     def install(self, app: web.Application) -> None:
         """Serve the websocket on `app` (`/gateway`, and `/gateway/resume`, the
         `resume_gateway_url`)."""
+        self._closing = False
         app.router.add_get("/gateway", self._serve)
         app.router.add_get("/gateway/resume", self._serve)
 
@@ -756,12 +764,20 @@ class Gateway:
         self, event: Literal["CHANNEL_CREATE", "CHANNEL_DELETE"], channel_id: int
     ) -> None:
         """A channel was added or deleted: CHANNEL_CREATE or CHANNEL_DELETE (GUILDS intent)."""
+        if not self._sessions:
+            return
         payload = self._emulator._channel_json(self._emulator._channels[channel_id])
         self._dispatch(event, lambda s: copy.deepcopy(payload) if s.intents & _GUILDS else None)
 
     def message_changed(self, change: Change) -> None:
         """A message of the transcript was created, edited or deleted: MESSAGE_CREATE,
-        MESSAGE_UPDATE or MESSAGE_DELETE (GUILD_MESSAGES intent)."""
+        MESSAGE_UPDATE or MESSAGE_DELETE (GUILD_MESSAGES intent). Without a session it costs
+        nothing but a lookup (streams without a bot send thousands of messages)."""
+        record = self._by_message.get(change.message_id)
+        if record is not None:
+            record.changed()
+        if not self._sessions:
+            return
         if change.kind == "delete":
             ids = {
                 "id": str(change.message_id),
@@ -774,13 +790,12 @@ class Gateway:
             snapshot = copy.deepcopy(wire)
             event = "MESSAGE_CREATE" if change.kind == "create" else "MESSAGE_UPDATE"
             self._dispatch(event, lambda s: self._message_event(snapshot, s))
-        record = self._by_message.get(change.message_id)
-        if record is not None:
-            record.changed()
 
     # ---- the websocket -----------------------------------------------------------------------
 
     async def _serve(self, request: web.Request) -> web.StreamResponse:
+        if self._closing:
+            return web.Response(status=503)
         ws = web.WebSocketResponse(timeout=5.0, max_msg_size=0)
         await ws.prepare(request)
         self._connection_count += 1
@@ -1450,7 +1465,7 @@ class Gateway:
         flags = old_flags & ~LOADING
         if "flags" in body:
             asked = _int(body["flags"], "flags")
-            flags = (flags & ~SUPPRESS_EMBEDS) | (asked & SUPPRESS_EMBEDS)
+            flags = (flags & ~_SUPPRESS_EMBEDS) | (asked & _SUPPRESS_EMBEDS)
         body = {**body, "flags": flags}
         if entry is not None:
             entry.sent = emulator._revise(entry.wire, entry.sent, body)
@@ -1587,7 +1602,7 @@ _MODERATOR: Final = discord.Permissions(manage_messages=True)
 
 
 def _now() -> float:
-    return asyncio.get_running_loop().time()
+    return _loop_time()
 
 
 def _option_type(value: object) -> int:
