@@ -4,7 +4,8 @@
 
 Thousands of randomized streams go through the real `StreamOrchestrator.stream_to_discord`, a
 real logged-in `discord.Client` and the local `DiscordEmulator`, in batches of C concurrent
-streams, one per emulator channel (now and then two or three live streams share one), live
+streams, one per emulator channel (now and then two or three live streams share one, or two
+or three streams each answering another user, with requests aimed at their answers), live
 (SPEC L, 60%) or as messages. Everything runs on looptime's virtual clock (one
 `asyncio.Runner` with `looptime.new_event_loop`): hangs, inactivity timeouts, typing pauses,
 slow replies, 429 waits, discord.py's 5xx backoff (1, 3, 5, 7, 9 s) and the provider's cleanup
@@ -45,6 +46,37 @@ Rules chosen
   `shared_plan`): no fault, no request, no deletion, a plain caller, no reply, no embed, one
   config; each stream's messages are then the channel's messages its result lists, in order
   (`attribute`), and the channel's must all be someone's.
+- Answer groups (issue 13, C9): at each plan, with a chance of 6%, two or three streams share
+  a channel, each answering another asker (`StreamContext(channel, answering=user_id)`; one
+  in five groups has a stream that names nobody, the channel's answer, which every request
+  reaches), and the group's requests race them (`answer_group`). They are plans of phases 1
+  and 2, not a phase of their own: they then run beside faulty streams, under both limit
+  settings, and every per-batch check (leaked tasks, listeners, the probe) covers them. Like
+  a shared channel's streams: one config (live or messages), no Discord fault, no deletion,
+  a plain caller, no reply, no embed, and `attribute`; their scripts, cleanups and reactions
+  are any stream's, more often paced (`_slowed`), and the last one starts up to 2.5 s late
+  now and then. The requests (1 to 4 a group, `_targeted`): a stop aimed at one answer
+  (`request_stop(..., answering=user)`, by the asker, a moderator, the bot, or with an
+  internal id), a follow-up from an asker (`request_follow_up(channel, str(user))`, or
+  `interrupt_own_answer(channel, user)`), a channel-wide stop, a third user's follow-up or
+  `interrupt_own_answer` (it ends no asker's answer), a stop aimed at an answer nobody
+  streams; before any of the group starts (B4 per answer), during (a latecomer's B4 too),
+  and after one's return. Which streams each request is for is C9's rule (`holders`): the
+  streams it reaches (`tests.oracle.request_reaches`, written apart from the domain's)
+  whose readers were open when it was registered; when none, the first it reaches to start
+  after, if it is still pending then (and the next, when that one ends without consuming
+  it). The order of requests, readers and entries is the registry's count of events
+  (`TimedRegistry.tick`), not the clock's, so no instant is ambiguous. Each stream is then
+  judged by the oracle as a stream of its own with the requests meant for it (`distribute`:
+  those it took at its start count as made before it, B4), plus `check_targets`: no request
+  meant for another stream ended it (`cross_answer`), and each request was accepted or
+  refused as C3 and C9 say (`admissible`: a follow-up is refused while a stop reaching its
+  requester's answer is pending, `interrupt_own_answer` also when no answer of theirs
+  streams; a refused request changes nothing). An entry left in the channel is stale when
+  every stream it was for explains it (as below), or it was for none (it waits for a later
+  stream: a stop aimed at an answer that ended, a third user's follow-up); otherwise
+  unexplained. After every batch no entry may still be owed to a stream or consumed by one
+  (`TimedRegistry.leaks`: no later stream would take it).
 - Provider tails: `end` (exhausted), `done` (a `DoneChunk` with usage, then maybe more text),
   `raise` (the iterator raises: ValueError, a RuntimeError with a key in it, ConnectionResetError,
   TimeoutError, KeyError, StopAsyncIteration, CancelledError), `process_raise` (`process_chunk`
@@ -148,8 +180,11 @@ within 900 virtual seconds), leaked tasks, leaked listeners, unexplained registr
 transcript mismatches, pings, invariant violations, callers whose `cancelling()` changed,
 timeout callers that got CancelledError instead of TimeoutError, stops lost, wedged clients,
 answers lost or incomplete, results with anomalies (events a correct shell never feeds the
-core), and, of live delivery, messages left with the cursor, messages whose text shrank, and
-message requests answered 429 by a channel's limit. A *global* 429 is not one of them: in
+core), of live delivery, messages left with the cursor, messages whose text shrank, and
+message requests answered 429 by a channel's limit, and per answer (C9), streams ended by a
+request meant for another stream (`cross_answer`), streams a request meant for them did not
+end (`request_ignored`, B4: for every stream), and registry entries no later stream would
+take (`leaks`). A *global* 429 is not one of them: in
 the real-limits phase the global limit is met by requests cordstream does not pace (discord.py
 retrying a 5xx or a 429 it was answered, all of a client's requests going at once when a
 global 429 wait ends) and, until it is paced, by the shell's final edit after a caller's
@@ -175,6 +210,7 @@ import discord
 import looptime
 
 from cordstream import domain
+from cordstream.domain import StopRequest
 from cordstream.shell import StreamConfig, StreamContext, StreamOrchestrator, ratelimit
 from cordstream.shell.orchestrator import CLOSE_GRACE, CLOSE_TIMEOUT
 from cordstream.shell.stops import StopRegistry
@@ -195,6 +231,7 @@ from tests.oracle import (
     entry_explained,
     is_quiet,
     leftover_tasks,
+    request_reaches,
 )
 
 DESCRIPTION: Final = "A soak of the real shell under faults, on looptime's virtual clock."
@@ -241,6 +278,15 @@ LIVE_SHARE: Final = 0.6  # of the plans, the share streaming live (the others: m
 CURSORS: Final = (" \u258c", "\u258c", " \u23f3", "")
 DELETE_SHARE: Final = 0.15  # of the live plans, those whose newest message a moderator deletes
 SHARED_SHARE: Final = 0.04  # at each plan, the chance that 2 or 3 live streams share a channel
+# At each plan, the chance that 2 or 3 streams share a channel, each answering a user (C9),
+# with requests aimed at their answers (`answer_group`).
+ANSWER_SHARE: Final = 0.06
+ANSWERED: Final = (111000000000000001, 111000000000000002, 111000000000000003)  # the askers
+THIRD_USER: Final = 111000000000000009  # a user no stream answers (Carol)
+MODERATOR: Final = "222000000000000001"  # stops any answer (C10: manages messages)
+# A group request's moments sit off the virtual clock's round values (the scripts' sleeps are
+# multiples of 10 ms), so that no request lands in the instant a stream ends.
+OFFSET: Final = 0.0000371
 PROBE_LIMIT: Final = 120.0  # a probe send after a batch not done within this: a wedged client
 BACKGROUND_LIMIT: Final = 120.0  # requests handed over to the background end within this
 # No registry entry ages out (C8) before its batch is judged, however long the batch lasts (a
@@ -264,6 +310,9 @@ MUST_BE_ZERO: Final = (
     "cursors_left",
     "shrinking_edits",
     "live_429s",
+    "cross_answer_stops",
+    "stops_missed",
+    "entries_leaked",
 )
 
 
@@ -431,6 +480,14 @@ class Plan:
     # Live streams sharing one channel (and its budget, L2): the index of the group's first
     # plan (None: the stream has a channel of its own).
     group: int | None = None
+    # A group of streams each answering a user (C9, `answer_group`): the user this stream
+    # answers (`StreamContext.answering`; None: it names nobody), and how long after the
+    # batch's start it starts. Its `requests` are the group's, made in its name: "before"
+    # ones before any of the group starts, "during" ones this long after the batch's start,
+    # "after" ones this long after its own return.
+    per_answer: bool = False
+    answering: int | None = None
+    start_at: float = 0.0
 
 
 SNIPPETS: Final = (
@@ -745,7 +802,9 @@ def make_plans(rng: random.Random, first: int, count: int) -> list[Plan]:
     while len(plans) < count:
         index = first + len(plans)
         left = count - len(plans)
-        if left >= 2 and rng.random() < SHARED_SHARE:
+        if left >= 2 and rng.random() < ANSWER_SHARE:
+            plans += answer_group(rng, index, min(rng.choice([2, 3]), left))
+        elif left >= 2 and rng.random() < SHARED_SHARE:
             size = min(rng.choice([2, 3]), left)
             config = StreamConfig(
                 delivery="live",
@@ -778,6 +837,92 @@ def shared_plan(rng: random.Random, index: int, group: int, config: StreamConfig
     )
 
 
+def answer_group(rng: random.Random, group: int, size: int) -> list[Plan]:
+    """`size` streams sharing a channel, each answering another asker (C9), one of them now
+    and then naming nobody (the channel's answer, which every request reaches), the last one
+    now and then starting later than the others; their scripts, cleanups and reactions drawn
+    as any stream's, one config (live or messages), no Discord fault, no deletion, a plain
+    caller, no reply and no embed (`attribute` tells their messages apart). The group's
+    requests (`_targeted`) race them: stops aimed at one answer, follow-ups from an asker
+    (some through `interrupt_own_answer`), channel-wide stops, a third user's follow-ups and
+    stops aimed at an answer nobody streams; before any of them starts (B4 per answer),
+    during, and after one's return."""
+    config = _config(rng)
+    answering: list[int | None] = list(ANSWERED[:size])
+    if rng.random() < 0.2:
+        answering[rng.randrange(size)] = None
+    start_at = [0.0] * size
+    if rng.random() < 0.3:
+        start_at[-1] = rng.choice([0.3, 1.0, 2.5])
+    requests: list[list[Request]] = [[] for _ in range(size)]
+    for _ in range(rng.choices([1, 2, 3, 4], [20, 35, 30, 15])[0]):
+        member, request = _targeted(rng, answering)
+        requests[member].append(request)
+    plans = [make_plan(rng, group + k) for k in range(size)]
+    return [
+        replace(
+            plan,
+            steps=_slowed(rng, plan.steps) if rng.random() < 0.6 else plan.steps,
+            config=config,
+            faults=(),
+            requests=tuple(requests[k]),
+            reply=False,
+            suppress=True,
+            caller="plain",
+            caller_at=0.0,
+            race=False,
+            delete_at=None,
+            group=group,
+            per_answer=True,
+            answering=answering[k],
+            start_at=start_at[k],
+        )
+        for k, plan in enumerate(plans)
+    ]
+
+
+def _slowed(rng: random.Random, steps: Sequence[Step]) -> tuple[Step, ...]:
+    """`steps` with a short pause after half of the text pieces, so that the answers of a
+    group stream side by side long enough for requests to find them (never 5 s without a
+    chunk: a piece is followed by at most 2.5 s of sleep)."""
+    slowed: list[Step] = []
+    for step in steps:
+        slowed.append(step)
+        if isinstance(step, str) and rng.random() < 0.5:
+            slowed.append(Sleep(rng.choice([0.05, 0.2, 0.5])))
+    return tuple(slowed)
+
+
+def _targeted(rng: random.Random, answering: Sequence[int | None]) -> tuple[int, Request]:
+    """One request of an `answer_group`, and the member that makes it (its "after" moment is
+    that member's return): the asker of the answer it aims at, or anyone for the others."""
+    askers = [(k, user) for k, user in enumerate(answering) if user is not None]
+    member, user = rng.choice(askers)
+    moments: list[When] = ["before", "during", "after"]
+    when = rng.choices(moments, [15, 70, 15])[0]
+    moment = rng.choice([rng.uniform(0.0, 0.01), rng.uniform(0.0, 1.0), rng.uniform(0.0, 6.0)])
+    at = 0.0 if when == "before" else round(moment, 4) + OFFSET
+    match rng.choices(["aimed", "follow_up", "channel", "third", "nobody"], [35, 30, 18, 9, 8])[0]:
+        case "aimed":  # the asker's own /stop, a moderator's, the bot's or an internal one
+            requester = rng.choices(
+                [str(user), MODERATOR, None, "channel_deleted", "send_message_limit"],
+                [50, 25, 10, 10, 5],
+            )[0]
+            return member, Request("stop", requester, when, at, answering=user)
+        case "follow_up":
+            own = rng.random() < 0.5
+            return member, Request("follow_up", str(user), when, at, own=own)
+        case "channel":
+            requester = rng.choice([MODERATOR, None, str(user)])
+            return rng.randrange(len(answering)), Request("stop", requester, when, at)
+        case "third":  # Carol's message: it ends no asker's answer
+            own = rng.random() < 0.5
+            request = Request("follow_up", str(THIRD_USER), when, at, own=own)
+            return rng.randrange(len(answering)), request
+    request = Request("stop", MODERATOR, when, at, answering=THIRD_USER)  # no such answer
+    return rng.randrange(len(answering)), request
+
+
 # -- running -----------------------------------------------------------------------------------
 
 
@@ -807,6 +952,16 @@ class Outcome(Observed):
     deleted_at: float | None = None
     nothing_to_delete: bool = False
     deleter: asyncio.TimerHandle | None = None  # the moderator's deletion, once scheduled
+    # A stream of an `answer_group` (C9): when its reader opened and closed in the registry's
+    # count of events (`TimedRegistry.tick`; None: not known); the group's accepted requests
+    # not meant for it (`foreign`, by context: none may decide its result); what the group's
+    # requests did (`targets`, labels for the report, on its first stream); requests made
+    # in its name whose acceptance was not C3's and C9's (`misadmitted`).
+    opened: int | None = None
+    closed: int | None = None
+    foreign: dict[object, Fired] = field(default_factory=dict)
+    targets: list[str] = field(default_factory=list)
+    misadmitted: list[str] = field(default_factory=list)
 
     def interrupted(self) -> bool:
         """The caller's own cancel or timeout ended the call: no result, by design (B11)."""
@@ -854,6 +1009,15 @@ class Report:
     cursors_left: int = 0  # live messages left ending with the cursor (L4)
     shrinking_edits: int = 0  # live messages whose shown text shrank or changed (L3)
     live_429s: int = 0  # live streams' message requests answered 429 by Discord's limits (L2)
+    # Per answer (C9): streams ended by a request meant for another stream (aimed at another
+    # user's answer, a third user's follow-up, a stop registered before they started); streams
+    # a request meant for them did not end (B3, B4); registry entries no later stream would
+    # take (still owed to, or consumed by, a stream once none runs, C5).
+    cross_answer_stops: int = 0
+    stops_missed: int = 0
+    entries_leaked: int = 0
+    answer_streams: int = 0  # streams of answer groups (each answering a user, C9)
+    targets: Counter[str] = field(default_factory=Counter)  # what their requests did
     live_streams: int = 0  # streams with delivery="live" (the others: "messages")
     live_global_429s: int = 0  # live streams' message requests answered a global 429
     shared_streams: int = 0  # live streams sharing a channel with others of their group
@@ -913,40 +1077,87 @@ class Env:
     reply_ids: dict[int, int]
     probe: discord.abc.Messageable | None = None  # a channel of its own, for `probe_client`
     killing: bool = False  # the soak cancels the stuck streams of a batch
+    # The batch's `answer_group` requests, by group (`Plan.group`), as made; the requests
+    # whose acceptance was not C3's and C9's, by the index of the plan that made them.
+    made: dict[int, list[Fired]] = field(default_factory=dict)
+    misadmitted: dict[int, list[str]] = field(default_factory=dict)
 
 
 def _raiser() -> None:
     raise RuntimeError("heartbeat failed")
 
 
+def fire(env: Env, channel_id: int, plan: Plan, request: Request, made: list[Fired]) -> None:
+    """Make `request` in `plan`'s name, as a bot does (C2, C3, C9): a stop (aimed at an
+    answer or channel-wide), a follow-up, or `interrupt_own_answer`; note it in `made`, with
+    the entry it registered and those it removed, and whether its acceptance is what C3 and
+    C9 say (`admissible`; else `Env.misadmitted`)."""
+    orchestrator, stops = env.orchestrator, env.stops
+    context = f"context-{plan.index}-{len(made)}"
+    before = stops.entries(channel_id)
+    replaced = stops.peek(channel_id)
+    expected = admissible(stops, channel_id, request, before)
+    seq = stops.tick()
+    if request.kind == "stop":
+        accepted = orchestrator.request_stop(
+            channel_id, request.requester, context, answering=request.answering
+        )
+    elif request.own:
+        accepted = orchestrator.interrupt_own_answer(channel_id, int(request.requester or 0))
+    else:
+        accepted = orchestrator.request_follow_up(channel_id, request.requester or "user-2")
+    after = stops.entries(channel_id)
+    entry = next((e for e in after if not any(e is b for b in before)), None)
+    displaced = tuple(b for b in before if not any(b is a for a in after))
+    at = asyncio.get_running_loop().time()
+    made.append(Fired(request, at, accepted, context, replaced, entry, displaced, seq))
+    if accepted != expected:
+        verdict = "accepted" if accepted else "refused"
+        env.misadmitted.setdefault(plan.index, []).append(f"{request} {verdict} at {at:.4f}")
+
+
+def admissible(
+    stops: TimedRegistry, channel_id: int, request: Request, pending: Sequence[StopRequest]
+) -> bool:
+    """Whether C2, C3 and C9 accept `request`, given the channel's `pending` entries: a stop
+    always; a follow-up unless a stop reaching its requester's answer is pending (channel-wide,
+    or aimed at them); `interrupt_own_answer` only while a stream answering its requester
+    runs in the channel (its reader is open) and no such stop is pending."""
+    if request.kind == "stop":
+        return True
+    user = request.requester or "user-2"
+    if request.own:
+        key = (channel_id, int(user))
+        if key not in stops.opened or key in stops.closed:
+            return False
+    return not any(
+        e.kind == "stop" and (e.answering is None or str(e.answering) == user) for e in pending
+    )
+
+
 async def run_stream(env: Env, plan: Plan, channel: discord.TextChannel) -> Outcome:
     """One `stream_to_discord` call with its faults and requests, made the way `plan.caller`
     says; never raises (but for the soak's own cancellation of a stuck stream)."""
     loop = asyncio.get_running_loop()
-    api, orchestrator, stops = env.api, env.orchestrator, env.stops
+    api, orchestrator = env.api, env.orchestrator
     provider = SoakProvider(
         plan.steps, headline=plan.headline, cleanup=plan.cleanup, reaction=plan.reaction
     )
     outcome = outcome_of(plan, channel.id, env.reply_ids[channel.id], provider)
-    fired = outcome.fired
+    # An answer group's requests are the group's: `distribute` gives each stream its own.
+    group = plan.group if plan.per_answer else None
+    made = env.made.setdefault(group, []) if group is not None else outcome.fired
 
-    def fire(request: Request) -> None:
-        context = f"context-{plan.index}-{len(fired)}"
-        replaced = stops.peek(channel.id)
-        if request.kind == "stop":
-            accepted = orchestrator.request_stop(channel.id, request.requester, context)
-        else:
-            accepted = orchestrator.request_follow_up(channel.id, request.requester or "user-2")
-        entry = stops.peek(channel.id)
-        fired.append(Fired(request, loop.time(), accepted, context, replaced, entry))
+    def make(request: Request) -> None:
+        fire(env, channel.id, plan, request, made)
 
     for _, fault, route, times in plan.faults:
         api.inject(fault, route=route, times=times, channel_id=channel.id)
     for request in plan.requests:
-        if request.when == "before":
-            fire(request)
+        if request.when == "before" and not plan.per_answer:  # a group's: made by run_batch
+            make(request)
         elif request.when == "during":
-            loop.call_later(request.at, fire, request)
+            loop.call_later(request.at, make, request)
     first_message = len(api.messages(channel.id))
 
     def delete() -> None:
@@ -979,6 +1190,7 @@ async def run_stream(env: Env, plan: Plan, channel: discord.TextChannel) -> Outc
         reply_to=channel.get_partial_message(outcome.reply_id) if plan.reply else None,
         suppress_user_errors=plan.suppress,
         on_stream_progress=_raiser if plan.progress_raises else None,
+        answering=plan.answering,
     )
 
     async def call() -> None:
@@ -1013,6 +1225,8 @@ async def run_stream(env: Env, plan: Plan, channel: discord.TextChannel) -> Outc
             outcome.provider_running = provider.running
 
     try:
+        if plan.start_at:
+            await asyncio.sleep(plan.start_at)  # an answer group's latecomer
         if plan.caller == "cancel":
             await cancelled_call(outcome, loop.create_task(call()), channel)
         else:
@@ -1029,7 +1243,7 @@ async def run_stream(env: Env, plan: Plan, channel: discord.TextChannel) -> Outc
         outcome.escaped = error
     for request in plan.requests:
         if request.when == "after":
-            loop.call_later(request.at, fire, request)
+            loop.call_later(request.at, make, request)
     if listeners:  # no message when the call returned: the moderator has nothing to delete
         unlisten()
         outcome.nothing_to_delete = True
@@ -1167,6 +1381,13 @@ async def run_batch(env: Env, plans: Sequence[Plan], report: Report) -> list[Out
     first_message = {c.id: len(api.messages(c.id)) for c in env.channels}
     first_change = {c.id: len(api.history(c.id)) for c in env.channels}
     channels = assign_channels(plans, env.channels)
+    env.made, env.misadmitted = {}, {}
+    for plan, channel in zip(plans, channels, strict=True):  # before any stream starts (B4)
+        if plan.per_answer and plan.group is not None:
+            made = env.made.setdefault(plan.group, [])
+            for request in plan.requests:
+                if request.when == "before":
+                    fire(env, channel.id, plan, request, made)
     tasks = [
         loop.create_task(run_stream(env, plan, channel))
         for plan, channel in zip(plans, channels, strict=True)
@@ -1207,20 +1428,35 @@ async def run_batch(env: Env, plans: Sequence[Plan], report: Report) -> list[Out
     requests = api.requests[first_request:]
     groups: dict[int, list[Outcome]] = {}
     for outcome in outcomes:
-        channel_id = outcome.channel_id
+        plan, channel_id = outcome.plan, outcome.channel_id
         outcome.ended_at = stops.unlistened.get(channel_id)
         outcome.messages = api.messages(channel_id)[first_message[channel_id] :]
         outcome.history = api.history(channel_id)[first_change[channel_id] :]
         outcome.requests = [r for r in requests if r.channel_id == channel_id]
         outcome.registry_entry = stops.peek(channel_id)
-        if outcome.plan.group is not None:
+        outcome.misadmitted = env.misadmitted.get(plan.index, [])
+        if plan.group is not None:
             outcome.ended_at = None  # the channel's, not this stream's: its return stands in
-            groups.setdefault(outcome.plan.group, []).append(outcome)
+            groups.setdefault(plan.group, []).append(outcome)
+        if plan.per_answer:  # its own reader's (C9)
+            outcome.opened = stops.opened.get((channel_id, plan.answering))
+            closed = stops.closed.get((channel_id, plan.answering))
+            if closed is not None:
+                outcome.closed, outcome.ended_at = closed
+            outcome.registry_entry = None
+    leaks = stops.leaks()  # owed to, or consumed by, a stream although none runs
+    report.entries_leaked += len(leaks)
+    if leaks and len(report.samples) < 20:
+        report.samples.append(f"batch {report.batches}: registry entries leaked: {leaks}")
     for outcome in outcomes:
-        stops.unlistened.pop(outcome.channel_id, None)
-        judge_registry(env, outcome, report)
+        if not outcome.plan.per_answer:
+            judge_registry(env, outcome, report)
     for members in groups.values():
+        if members[0].plan.per_answer:
+            distribute(env, members)
+            judge_answers(env, members, report)
         attribute(members)
+    stops.forget()
     api.clear_faults()
     if not await probe_client(env):
         report.wedged_clients += 1
@@ -1246,17 +1482,151 @@ async def probe_client(env: Env) -> bool:
 
 
 def judge_registry(env: Env, outcome: Outcome, report: Report) -> None:
-    """Count an entry left for the channel as stale (explained) or unexplained; clean it."""
-    entry = env.stops.peek(outcome.channel_id)
-    if entry is None:
-        return
-    # A stuck stream (cancelled by the soak, counted as such) resolved nothing.
-    if entry_explained(outcome, entry) or outcome.stuck:
-        report.stale_requests_discarded += 1
-    else:
-        report.unexplained_registry_entries += 1
-        _sample(report, outcome, f"registry entry {entry.kind} at {entry.at} left (C5)")
+    """Count each entry left for the channel as stale (explained) or unexplained; clean them."""
+    for entry in env.stops.entries(outcome.channel_id):
+        # A stuck stream (cancelled by the soak, counted as such) resolved nothing.
+        if entry_explained(outcome, entry) or outcome.stuck:
+            report.stale_requests_discarded += 1
+        else:
+            report.unexplained_registry_entries += 1
+            _sample(report, outcome, f"registry entry {entry.kind} at {entry.at} left (C5)")
     env.orchestrator.discard_requests(outcome.channel_id)
+
+
+def holders(
+    stops: TimedRegistry, fired: Fired, members: Sequence[Outcome]
+) -> tuple[list[Outcome], list[Outcome]]:
+    """C9, B4, C5: the streams of an answer group an accepted request is for, and of those,
+    the ones that took it when they started (B4). An entry is for the streams it reaches
+    (`request_reaches`) whose readers were open when it was registered; when there are none,
+    or when all of them ended without consuming it, it waits, and the first stream it reaches
+    that starts after that takes it, if it is still in the registry then; and so on. Orders
+    are the registry's count of events (`TimedRegistry.tick`), never the clock's."""
+    if not fired.accepted or fired.entry is None:
+        return [], []
+    forever = float("inf")
+    reached = [
+        m
+        for m in sorted(members, key=lambda m: forever if m.opened is None else m.opened)
+        if m.opened is not None and request_reaches(fired.request, m.plan.answering)
+    ]
+    closed = {id(m): forever if m.closed is None else m.closed for m in reached}
+    held = [m for m in reached if cast(int, m.opened) < fired.seq < closed[id(m)]]
+    left = stops.left_at(fired.entry)
+    gone = forever if left is None else left
+    free = max((closed[id(m)] for m in held), default=fired.seq)
+    took: list[Outcome] = []
+    while gone > free:
+        later = next((m for m in reached if m not in held and cast(int, m.opened) > free), None)
+        if later is None or cast(int, later.opened) > gone:
+            break
+        held.append(later)
+        took.append(later)
+        free = closed[id(later)]
+    return held, took
+
+
+def distribute(env: Env, members: Sequence[Outcome]) -> None:
+    """Give each stream of an answer group the group's requests meant for it (`holders`;
+    those it took when it started count as made before it, B4), the contexts of the group's
+    other accepted requests (`Outcome.foreign`), the entries left that reach it, the stops
+    that decided the others' results, and label what each request did (`target_label`)."""
+    stops = env.stops
+    made = env.made.get(cast(int, members[0].plan.group), [])
+    left = stops.entries(members[0].channel_id)
+    for member in members:
+        member.fired = []
+    for fired in made:
+        held, took = holders(stops, fired, members)
+        for member in held:
+            before = replace(fired.request, when="before")
+            member.fired.append(replace(fired, request=before) if member in took else fired)
+        members[0].targets.append(target_label(fired, held, took, members))
+    by_entry = {id(f.entry): f.request for f in made if f.entry is not None}
+    for member in members:
+        mine = {f.context for f in member.fired}
+        member.foreign = {f.context: f for f in made if f.accepted and f.context not in mine}
+        member.registry_entries = tuple(
+            e
+            for e in left
+            if id(e) in by_entry and request_reaches(by_entry[id(e)], member.plan.answering)
+        )
+        member.decided_elsewhere = frozenset(
+            other.result.stop_context
+            for other in members
+            if other is not member
+            and other.result is not None
+            and other.result.status == "stopped_by_user"
+        )
+
+
+def target_label(
+    fired: Fired, held: Sequence[Outcome], took: Sequence[Outcome], members: Sequence[Outcome]
+) -> str:
+    """What a request of an answer group was, and what it did, for the report: whether it
+    ended streams (at their start or while they streamed), and whether another stream of the
+    group was streaming then and went on."""
+    request = fired.request
+    if request.kind == "stop":
+        match request.answering:
+            case None:
+                kind = "channel-wide stop"
+            case user if user in ANSWERED:
+                kind = "stop aimed at an answer"
+            case _:
+                kind = "stop aimed at an answer nobody streams"
+    else:
+        who = "a third user" if request.requester == str(THIRD_USER) else "an asker"
+        kind = f"{'interrupt_own_answer' if request.own else 'follow-up'} from {who}"
+    if not fired.accepted:
+        return f"{kind}: refused"
+    if not held:
+        return f"{kind}: reached no stream (waits for a later one)"
+    ended = [
+        m
+        for m in held
+        if m.result is not None
+        and (
+            m.result.status == "follow_up_interrupt"
+            if request.kind == "follow_up"
+            else m.result.stop_context == fired.context
+        )
+    ]
+    if not ended:
+        return f"{kind}: resolved otherwise (the outcome was fixed)"
+    moment = "at its start (B4)" if set(map(id, ended)) <= set(map(id, took)) else "while streaming"
+    streaming = [
+        m
+        for m in members
+        if m.opened is not None and m.opened < fired.seq < (m.closed or fired.seq + 1)
+    ]
+    on = ", another went on" if any(m not in held for m in streaming) else ""
+    return f"{kind}: ended {len(ended)} {moment}{on}"
+
+
+def judge_answers(env: Env, members: Sequence[Outcome], report: Report) -> None:
+    """C5 per answer (C9): each entry left in an answer group's channel is stale when every
+    stream it was for (`holders`) explains it (`entry_explained`: a follow-up waiting behind
+    a stop, a stop after an internal one, one registered as the stream ended), or when it was
+    for none (it waits for a later stream, aimed at an answer that is not streaming);
+    otherwise unexplained. Then the channel is cleaned."""
+    stops = env.stops
+    made = env.made.get(cast(int, members[0].plan.group), [])
+    for entry in stops.entries(members[0].channel_id):
+        fired = next((f for f in made if f.entry is entry), None)
+        if fired is None:
+            report.unexplained_registry_entries += 1
+            _sample(report, members[0], f"registry entry {entry} nobody made (C9)")
+            continue
+        held, _ = holders(stops, fired, members)
+        unexplained = [m for m in held if not (m.stuck or entry_explained(m, entry))]
+        if unexplained:
+            report.unexplained_registry_entries += 1
+            detail = f"{fired.request} at {fired.at:.4f} left in the registry (C5, C9)"
+            _sample(report, unexplained[0], detail)
+        else:
+            report.stale_requests_discarded += 1
+    env.orchestrator.discard_requests(members[0].channel_id)
 
 
 def _sample(report: Report, outcome: Outcome, text: str) -> None:
@@ -1280,7 +1650,9 @@ def tally(report: Report, outcome: Outcome) -> None:
             report.live_global_429s += sum(
                 r.kind in ("send", "edit") and r.rate_limited == "global" for r in outcome.requests
             )
-    report.shared_streams += outcome.plan.group is not None
+    report.shared_streams += outcome.plan.group is not None and not outcome.plan.per_answer
+    report.answer_streams += outcome.plan.per_answer
+    report.targets.update(outcome.targets)
     if outcome.plan.delete_at is not None:
         report.deletions[deletion_label(outcome)] += 1
     if outcome.escaped is not None:
@@ -1332,6 +1704,10 @@ def tally(report: Report, outcome: Outcome) -> None:
                 report.shrinking_edits += 1
             case "rate_limited":
                 report.live_429s += 1
+            case "cross_answer":
+                report.cross_answer_stops += 1
+            case "request_ignored" | "B4":
+                report.stops_missed += 1
         _sample(report, outcome, f"{name}: {detail}")
 
 
@@ -1443,7 +1819,27 @@ def check_stream(outcome: Outcome) -> list[Violation]:
     of the result (`_check_plan`)."""
     if outcome.stuck:
         return [("stuck", f"not done within {STREAM_LIMIT} virtual seconds")]
-    return check(outcome) + check_caller(outcome) + _check_plan(outcome)
+    found = check(outcome) + check_caller(outcome) + _check_plan(outcome)
+    return found + check_targets(outcome)
+
+
+def check_targets(outcome: Outcome) -> list[Violation]:
+    """Per answer (C9): no request meant for another stream ended this one (a stop aimed at
+    another user's answer, a follow-up from another user, a channel-wide stop registered
+    before it started while the others streamed); each request made in its name was accepted
+    or refused as C3 and C9 say (`admissible`)."""
+    found = [("admission", text) for text in outcome.misadmitted]
+    result = outcome.result
+    if result is None or not outcome.plan.per_answer:
+        return found
+    foreign = outcome.foreign.get(result.stop_context) if result.stop_context else None
+    if result.status == "stopped_by_user" and foreign is not None:
+        found.append(("cross_answer", f"ended by {foreign.request} at {foreign.at:.4f}"))
+    own = [f for f in outcome.heard() if f.request.kind == "follow_up"]
+    others = [f for f in outcome.foreign.values() if f.request.kind == "follow_up"]
+    if result.status == "follow_up_interrupt" and not own and others:
+        found.append(("cross_answer", f"follow_up_interrupt, after {others[0].request}"))
+    return found
 
 
 def check_caller(outcome: Outcome) -> list[Violation]:
@@ -1759,6 +2155,10 @@ def render(report: Report) -> str:
         ("live messages left with the cursor (L4)", report.cursors_left),
         ("live messages whose text shrank (L3)", report.shrinking_edits),
         ("live message requests answered 429 (L2)", report.live_429s),
+        ("streams ended by another answer's request (C9)", report.cross_answer_stops),
+        ("streams a request for them did not end", report.stops_missed),
+        ("registry entries no later stream takes (C9)", report.entries_leaked),
+        ("streams sharing a channel, each answering a user", report.answer_streams),
         ("live streams (the others: messages delivery)", report.live_streams),
         ("live requests answered a global 429 (allowed)", report.live_global_429s),
         ("live streams sharing a channel (2 or 3)", report.shared_streams),
@@ -1783,6 +2183,7 @@ def render(report: Report) -> str:
         ("provider cleanups and reactions reached", report.provider_cleanups),
         ("callers", report.callers),
         ("stops racing follow-ups", report.races),
+        ("requests aimed at answers (C9)", report.targets),
         ("moderators' deletions of a live message", report.deletions),
         ("429s from Discord's real rate limits", report.rate_limit_hits),
         ("violations", report.violations),

@@ -22,7 +22,15 @@ extend it); `check(observed)` returns the violations, `[]` when every invariant 
   text. B3: an accepted request, or the caller's cancel, closes the provider within `BOUND`.
 - C4, C7: a user or system stop's result carries the context of a stop that was made (not one
   made with an internal id); a follow-up's result follows a follow-up. C2, C5: an accepted stop
-  is never lost: it decided the result, or stays in the registry, or a later stop replaced it.
+  is never lost: it decided the result, or stays in the registry, or a later stop replaced it
+  (or, C9, a channel-wide stop decided another stream's result in the channel). C3: a
+  refused request changed nothing in the registry.
+- C9: a harness running several streams in one channel, each answering a user, gives each
+  the requests meant for it (`request_reaches` says which reach a stream, apart from the
+  domain's rule) and the entries left that reach it (`Observed.registry_entries`); then every
+  check above holds per answer. `TimedRegistry` orders requests, streams' readers and
+  entries leaving the registry by a count of events, and finds entries no later stream would
+  take (`leaks`).
 - Every status is explained by what happened (an `error` by a provider fault or a failing
   send, a `timeout` by a silent provider, a limit by its count, ...); a request heard while
   the stream listened decides its outcome, unless Discord's faults ended it first; a timeout
@@ -61,9 +69,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeAlias
 
 from cordstream.domain import StopRequest, StreamResult
-from cordstream.domain.requests import INTERNAL_REQUESTERS
+from cordstream.domain.requests import INTERNAL_REQUESTERS, Slot
 from cordstream.shell import StreamConfig
-from cordstream.shell.stops import Listener, StopRegistry
+from cordstream.shell.stops import Listener, StopReader, StopRegistry
 from cordstream.shell.testing.emulator import (
     Change,
     Delay,
@@ -123,18 +131,42 @@ Violation: TypeAlias = tuple[str, str]  # (name, detail)
 
 @dataclass(frozen=True)
 class Request:
-    """A stop or follow-up: before the stream, `at` seconds after its start, or after it."""
+    """A stop or follow-up: before the stream, `at` seconds after its start, or after it.
+
+    Per answer (C9): a stop `answering` a user id is aimed at the answer to that user (None:
+    channel-wide); a follow-up is aimed at its requester's answer, and `own` makes it through
+    `interrupt_own_answer(channel_id, int(requester))` (refused when no answer of theirs
+    streams) rather than `request_follow_up`."""
 
     kind: RequestKind
     requester: str | None
     when: When = "during"
     at: float = 0.0
+    answering: int | None = None
+    own: bool = False
+
+
+def request_reaches(request: Request, answering: int | None) -> bool:
+    """C9, written out apart from `cordstream.domain.requests.reaches`: whether `request`
+    ends a stream answering `answering`. A stream that names nobody (None) is the channel's
+    answer: every request reaches it. A channel-wide stop reaches every stream; a stop aimed
+    at an answer, that answer's stream; a follow-up, the stream answering its requester
+    (`requester == str(answering)`)."""
+    if answering is None:
+        return True
+    if request.kind == "stop":
+        return request.answering is None or request.answering == answering
+    return request.requester == str(answering)
 
 
 @dataclass(frozen=True)
 class Fired:
     """A request the harness made: when (loop time), whether accepted, the context it carried,
-    the registry's entry for the channel just before (`replaced`) and just after (`entry`)."""
+    the registry's entry for the channel just before (`replaced`) and the entry it registered
+    (`entry`; before C9, the channel's entry just after). Per answer (C9): the entries of the
+    channel's other slots it removed too (`displaced`), and the registry's event count when
+    it was made (`seq`, `TimedRegistry.tick`: it orders the request among streams opening and
+    closing their readers and entries leaving the registry, without ties)."""
 
     request: Request
     at: float
@@ -142,6 +174,8 @@ class Fired:
     context: str
     replaced: StopRequest | None = None
     entry: StopRequest | None = None
+    displaced: tuple[StopRequest, ...] = ()
+    seq: int = -1
 
 
 @dataclass(kw_only=True)
@@ -179,6 +213,12 @@ class Observed:
     requests: list[RecordedRequest] = field(default_factory=list)
     registry_entry: StopRequest | None = None
     provider_running: int = 0
+    # Streams sharing a channel, each answering a user (C9): the entries still in the
+    # registry once everything settled that reach this stream (its `registry_entry` is then
+    # None), and the contexts of the stops that decided the other streams' results (a
+    # channel-wide stop one of them consumed is gone from the registry, C9).
+    registry_entries: tuple[StopRequest, ...] = ()
+    decided_elsewhere: frozenset[object] = frozenset()
 
     def interrupted(self) -> bool:
         """The caller's own cancel ended the call: no result, by design (B11)."""
@@ -454,10 +494,15 @@ def _check_transcript(result: StreamResult, observed: Observed) -> list[Violatio
 
 
 def _check_requests(result: StreamResult, observed: Observed) -> list[Violation]:
-    """B4, B3, C4, C7: what the requests made did to the stream."""
+    """B4, B3, C3, C4, C7: what the requests made did to the stream (a refused one changed
+    nothing in the registry)."""
     found: list[Violation] = []
     provider = observed.provider
     heard = observed.heard()
+    for refused in (f for f in observed.fired if not f.accepted):  # C3: changes nothing
+        changed = refused.entry is not None and refused.entry is not refused.replaced
+        if changed or refused.displaced:
+            found.append(("refused_changed", f"{refused.request} refused, the registry changed"))
     if any(f.request.when == "before" for f in heard):  # B4
         if provider.started:
             found.append(("B4", "the provider was started despite a pending request"))
@@ -499,20 +544,23 @@ def _check_stops(result: StreamResult, observed: Observed) -> list[Violation]:
     """C2, C5: a stop is never lost. Each accepted stop decided the result (the result is a
     stop's, with the context of one of the stops made: a later stop that found the stream
     stopping changes nothing), or is still the channel's entry once everything settled, or
-    was replaced by a later stop while it was pending."""
+    was replaced by a later stop while it was pending, or (C9: a channel-wide stop, streams
+    sharing the channel) decided another stream's result."""
     stops = [f for f in observed.fired if f.request.kind == "stop" and f.accepted]
     contexts = {f.context for f in stops}
     if result.status == "stopped_by_user" and result.stop_context in contexts:
         return []
     found: list[Violation] = []
+    left = (observed.registry_entry, *observed.registry_entries)
     for made in stops:
-        kept = made.entry is not None and made.entry is observed.registry_entry
+        kept = made.entry is not None and any(made.entry is e for e in left)
         replaced = any(
-            later.replaced is made.entry
+            later.replaced is made.entry or any(made.entry is d for d in later.displaced)
             for later in observed.fired
             if later is not made and later.request.kind == "stop" and later.accepted
         )
-        if not kept and not replaced:
+        elsewhere = made.context in observed.decided_elsewhere
+        if not kept and not replaced and not elsewhere:
             found.append(
                 (
                     "stop_lost",
@@ -721,13 +769,24 @@ PROSE_TRAPS: Final = (
 
 class TimedRegistry(StopRegistry):
     """The real registry, noting (loop time) when each channel's stream stopped listening:
-    its result exists by then, so an entry registered at or after it is for the next turn."""
+    its result exists by then, so an entry registered at or after it is for the next turn.
+
+    For streams sharing a channel, each answering a user (C9), it also counts its events
+    (`tick`) and notes, by that count, when each stream's reader opened (`opened`) and closed
+    (`closed`, with the loop time), keyed by channel and answered user, and when each entry
+    left the registry (`left_at`: consumed, replaced, discarded): the order of requests,
+    streams and entries without ties of the virtual clock. It hooks the registry's own
+    `_close` and `_remove`, and reads its entries (`entries`, `leaks`)."""
 
     def __init__(self, *, clock: Callable[[], float], max_age: float = 3600.0) -> None:
         # No entry ages out (C8) before its stream is judged: C8 has tests of its own.
         super().__init__(clock=clock, max_age=max_age)
         self.clock = clock
         self.unlistened: dict[int, float] = {}
+        self._ticks = itertools.count()
+        self.opened: dict[tuple[int, int | None], int] = {}
+        self.closed: dict[tuple[int, int | None], tuple[int, float]] = {}
+        self._left: dict[int, tuple[StopRequest, int]] = {}
 
     def listen(self, channel_id: int, listener: Listener) -> Callable[[], None]:
         unlisten = super().listen(channel_id, listener)
@@ -737,6 +796,52 @@ class TimedRegistry(StopRegistry):
             self.unlistened[channel_id] = self.clock()
 
         return timed
+
+    def tick(self) -> int:
+        """The next event count."""
+        return next(self._ticks)
+
+    def reader(self, channel_id: int, answering: int | None = None) -> StopReader:
+        reader = super().reader(channel_id, answering)
+        self.opened[(channel_id, answering)] = self.tick()
+        return reader
+
+    def _close(self, reader: StopReader) -> None:
+        self.closed[(reader.channel_id, reader.answering)] = (self.tick(), self.clock())
+        super()._close(reader)
+
+    def _remove(self, channel_id: int, slot: Slot) -> None:
+        entry = self._entries.get(channel_id, {}).get(slot)
+        if entry is not None:
+            self._left[id(entry.request)] = (entry.request, self.tick())
+        super()._remove(channel_id, slot)
+
+    def left_at(self, request: StopRequest) -> int | None:
+        """When (`tick`) `request` left the registry; None: it is still there."""
+        left = self._left.get(id(request))
+        return left[1] if left is not None and left[0] is request else None
+
+    def entries(self, channel_id: int) -> list[StopRequest]:
+        """The channel's entries, every slot's, oldest first."""
+        return [e.request for e in sorted(self._channel(channel_id).values(), key=lambda e: e.seq)]
+
+    def leaks(self) -> list[StopRequest]:
+        """Entries no later stream would take (C5, C9): still owed to a stream, or consumed by
+        one, although no stream runs (a stream takes only an entry nobody is owed, and one a
+        stream consumed is removed once no other is to resolve it)."""
+        return [
+            e.request
+            for slots in self._entries.values()
+            for e in slots.values()
+            if e.owed or e.taken
+        ]
+
+    def forget(self) -> None:
+        """Drop the notes of a batch that was judged."""
+        self.unlistened.clear()
+        self.opened.clear()
+        self.closed.clear()
+        self._left.clear()
 
 
 def server_side(task: asyncio.Task[Any]) -> bool:

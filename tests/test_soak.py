@@ -6,16 +6,24 @@
   global limit, live and as messages. Every must-be-zero figure is 0, and every provider
   fault, provider cleanup and reaction to cancellation, Discord fault, caller (cancelling,
   during a global 429 wait too, or timing out), stop racing a follow-up, requests
-  before/during/after a stream, most statuses, live streams sharing a channel and a
-  moderator's deletion found by its stream actually occurred, so the soak cannot silently
-  stop injecting.
+  before/during/after a stream, most statuses, live streams sharing a channel, a
+  moderator's deletion found by its stream, and streams sharing a channel each answering a
+  user with requests aimed at their answers (C9) actually occurred, so the soak cannot
+  silently stop injecting.
+- Per-answer stops (C9) through the soak's own batch: a stop aimed at one answer ends it
+  alone, a latecomer takes the stop made for it before it started (B4), a channel-wide stop
+  ends every answer streaming and, made before any starts, only the first; which streams a
+  request is for (`holders`) follows the registry's order of events.
 - The checker is honest: fabricated outcomes that break an invariant (a transcript that is
   not what Discord accepted, a ping, a long message, an unexplained status, a registry entry
   left behind, a leaked task or listener, a caller's `cancelling()` changed, a timeout that
   came out as CancelledError, a caller's cancel swallowed, a stop lost, a provider still
   running, a wedged client, a lost answer; of live delivery, a message whose text shrinks, a
   cursor left behind, an open code block, a channel's 429, a deleted message the result
-  still lists although the stream found out) are counted, and a consistent one is not.
+  still lists although the stream found out; per answer, a stream ended by a request for
+  another answer, a request for a stream that did not end it, a request accepted or refused
+  against C3 and C9, an entry no later stream would take, an entry left that a stream should
+  have taken) are counted, and a consistent one is not.
 - Findings of the soak in other modules (both fixed), kept as regression tests; and its
   findings in live delivery whose fix is pending (`tests.oracle.KNOWN_DEFECTS`), as strict
   xfail tests.
@@ -35,9 +43,13 @@ import pytest
 
 from bench.soak import (
     AFTER_STOP_MARKER,
+    ANSWERED,
     CLEANUPS,
     FAULT_LABELS,
+    MODERATOR,
+    OFFSET,
     REACTIONS,
+    THIRD_USER,
     Cleanup,
     Env,
     Outcome,
@@ -48,7 +60,11 @@ from bench.soak import (
     attribute,
     check_answer,
     check_stream,
+    distribute,
     environment,
+    fire,
+    holders,
+    judge_answers,
     judge_registry,
     main,
     make_plan,
@@ -66,7 +82,7 @@ from cordstream.shell import (
     StreamProvider,
     ratelimit,
 )
-from cordstream.shell.stops import StopRegistry
+from cordstream.shell.stops import StopReader, StopRegistry
 from cordstream.shell.testing.emulator import (
     Change,
     Delay,
@@ -127,6 +143,23 @@ def test_short_soak_streamed_live_and_messages_with_live_delivery_s_faults(short
     assert short.stop_reasons["message_deleted"] > 0
     assert sum(short.deletions.values()) > 10
     assert short.rate_limit_hits.get("edit", 0) == 0  # no route 429 on an edit (L2)
+
+
+def test_short_soak_drove_per_answer_stops(short: Report) -> None:
+    """Issue 13 (C9): streams sharing a channel, each answering a user, with stops aimed at
+    one answer (ending it while another went on, and at a latecomer's start), channel-wide
+    stops ending several answers, askers' follow-ups and a third user's refused
+    `interrupt_own_answer`, and requests after their answer (they wait for a later one)."""
+    assert short.answer_streams >= 20
+    labels = {k for k, n in short.targets.items() if n}
+    assert "stop aimed at an answer: ended 1 while streaming, another went on" in labels
+    assert any(k.startswith("stop aimed at an answer: ended 1 at its start (B4)") for k in labels)
+    assert any(k.startswith("channel-wide stop: ended 3") for k in labels)
+    assert "interrupt_own_answer from a third user: refused" in labels
+    assert any(k.startswith("interrupt_own_answer from an asker: ended") for k in labels)
+    assert any(k.startswith("follow-up from an asker: ended") for k in labels)
+    assert any(k.endswith("reached no stream (waits for a later one)") for k in labels)
+    assert short.cross_answer_stops == short.stops_missed == short.entries_leaked == 0
 
 
 def test_short_soak_injected_the_new_faults(short: Report) -> None:
@@ -902,3 +935,239 @@ async def test_L4_a_cancel_while_the_finishing_edit_waits_its_turn_leaves_no_cur
             assert not any(c.endswith(LIVE_CURSOR) for c in s.contents), s.contents
     finally:
         ratelimit.set_global_budget(previous)
+
+
+# -- per-answer stops (C9): the soak's model, and the checker is honest ------------------------
+
+ALICE, BOB, LATE = ANSWERED
+
+
+def answerer(index: int, answering: int | None, *steps: Any, **plan: Any) -> Plan:
+    """A stream of an answer group (group 0): live, suppressed, no fault, a plain caller."""
+    return Plan(
+        index=index,
+        steps=tuple(steps),
+        tail="end",
+        config=StreamConfig(delivery="live", inactivity_timeout=5.0),
+        faults=(),
+        requests=plan.pop("requests", ()),
+        reply=False,
+        suppress=True,
+        progress_raises=False,
+        headline=None,
+        call=None,
+        group=0,
+        per_answer=True,
+        answering=answering,
+        **plan,
+    )
+
+
+def run_group(*plans: Plan) -> tuple[list[Outcome], Report]:
+    """Run one answer group through the soak's batch, and judge it as the soak does."""
+    report = Report()
+
+    async def main() -> list[Outcome]:
+        async with environment(2) as env:
+            outcomes = await run_batch(env, plans, report)
+            assert env.stops.entries(env.channels[0].id) == []  # judged and cleaned
+            return outcomes
+
+    with asyncio.Runner(loop_factory=looptime.new_event_loop) as runner:
+        outcomes = runner.run(main())
+    for outcome in outcomes:
+        tally(report, outcome)
+    return outcomes, report
+
+
+def test_C9_a_stop_aimed_at_one_answer_ends_it_alone_and_a_latecomer_takes_its_own() -> None:
+    """Alice and Bob are answered at once; a stop aimed at Alice's answer ends it, Bob's goes
+    on; Carol's `interrupt_own_answer` is refused (no answer of hers streams); a stop aimed
+    at the latecomer's answer, made before it starts, ends it at its start (B4), unstarted."""
+    slow = ("Hello there\n", Sleep(1.0), "More words\n", Sleep(1.0), "The end.")
+    alice_stop = Request("stop", str(ALICE), "during", 0.5 + OFFSET, answering=ALICE)
+    carol = Request("follow_up", str(THIRD_USER), "during", 0.7 + OFFSET, own=True)
+    late_stop = Request("stop", MODERATOR, "during", 0.2 + OFFSET, answering=LATE)
+    outcomes, report = run_group(
+        answerer(0, ALICE, *slow, requests=(alice_stop,)),
+        answerer(1, BOB, *slow, requests=(carol,)),
+        answerer(2, LATE, *slow, requests=(late_stop,), start_at=1.0),
+    )
+    alice, bob, late = outcomes
+    assert report.failures() == {}, report.samples
+    for outcome in outcomes:
+        assert check_stream(outcome) == [], outcome.plan.index
+    assert alice.result is not None
+    assert bob.result is not None
+    assert late.result is not None
+    assert (alice.result.status, alice.result.stop_context) == ("stopped_by_user", "context-0-1")
+    assert bob.result.status == "completed"
+    assert bob.result.accumulated_text == "Hello there\nMore words\nThe end."
+    assert late.result.status == "stopped_by_user"
+    assert not late.provider.started
+    assert [f.request.when for f in late.fired] == ["before"]  # taken at its start
+    assert sorted(report.targets) == [
+        "interrupt_own_answer from a third user: refused",
+        "stop aimed at an answer: ended 1 at its start (B4), another went on",
+        "stop aimed at an answer: ended 1 while streaming, another went on",
+    ]
+
+
+def test_C9_a_channel_wide_stop_ends_every_answer_streaming_and_only_the_first_to_start() -> None:
+    """A channel-wide stop made while Alice and Bob stream ends both; one made before any
+    starts ends only the first one to start (B4: one stream); a stop after Bob's return,
+    aimed at his answer, waits in the registry for his next one (stale, cleaned)."""
+    slow = ("Hello there\n", Sleep(1.0), "More words\n", Sleep(1.0), "The end.")
+    both = Request("stop", MODERATOR, "during", 0.5 + OFFSET)
+    before = Request("stop", None, "before")
+    after = Request("stop", str(BOB), "after", 0.1 + OFFSET, answering=BOB)
+    outcomes, report = run_group(
+        answerer(0, ALICE, *slow, requests=(both,)),
+        answerer(1, BOB, *slow, requests=(after,)),
+    )
+    assert report.failures() == {}, report.samples
+    assert [o.result.stop_context for o in outcomes if o.result] == ["context-0-0"] * 2
+    assert report.stale_requests_discarded == 1  # Bob's late stop, for his next answer
+    outcomes, report = run_group(
+        answerer(0, ALICE, *slow, requests=(before,)), answerer(1, BOB, *slow)
+    )
+    assert report.failures() == {}, report.samples
+    assert [o.result.status for o in outcomes if o.result] == ["stopped_by_user", "completed"]
+
+
+def test_C9_holders_follow_the_registry_s_order_of_events() -> None:
+    """`holders`: the streams whose readers were open when the entry was registered; else
+    the first to start after, while it is pending; an entry its holders left goes on to the
+    next stream that starts."""
+    stops = TimedRegistry(clock=lambda: 0.0)
+
+    def member(index: int, answering: int | None, opened: int, closed: int) -> Outcome:
+        outcome = outcome_of(answerer(index, answering, "x"), CHANNEL, REPLY, SoakProvider(()))
+        outcome.opened, outcome.closed = opened, closed
+        return outcome
+
+    alice, bob, late = member(0, ALICE, 10, 50), member(1, BOB, 11, 30), member(2, None, 40, 60)
+    entry = StopRequest("stop", None)
+    wide = Fired(Request("stop", None), 0.0, True, "c", entry=entry, seq=20)
+    assert holders(stops, wide, [alice, bob, late]) == ([alice, bob], [])  # late not started
+    early = replace(wide, seq=5)  # before any started: the first to start takes it
+    assert holders(stops, early, [alice, bob, late]) == ([alice], [alice])
+    aimed = Fired(Request("stop", None, answering=BOB), 0.0, True, "c", entry=entry, seq=35)
+    assert holders(stops, aimed, [alice, bob, late]) == ([late], [late])  # names nobody
+    follow_up = Fired(Request("follow_up", str(ALICE)), 0.0, True, "c", entry=entry, seq=20)
+    # Late started while Alice held it: it never takes it; a stream starting after she
+    # ended without consuming it does (B4).
+    assert holders(stops, follow_up, [alice, bob, late]) == ([alice], [])
+    later = member(3, None, 55, 70)
+    assert holders(stops, follow_up, [alice, bob, later]) == ([alice, later], [later])
+    refused = replace(follow_up, accepted=False)
+    assert holders(stops, refused, [alice, bob, late]) == ([], [])
+
+
+def group_outcome(answering: int, result: StreamResult, *fired: Fired) -> Outcome:
+    outcome = honest_outcome("", group=0, per_answer=True, answering=answering)
+    outcome.messages = []
+    outcome.result = result
+    outcome.fired = list(fired)
+    return outcome
+
+
+def test_C9_a_stream_ended_by_a_request_for_another_answer_is_counted() -> None:
+    aimed = Fired(Request("stop", MODERATOR, answering=ALICE), 0.5, True, "context-0-0")
+    bob = group_outcome(BOB, StreamResult("stopped_by_user", stop_reason="user_request"))
+    bob.result = replace(cast(StreamResult, bob.result), stop_context="context-0-0")
+    bob.foreign = {"context-0-0": aimed}
+    assert "cross_answer" in names(bob)
+    assert {"cross_answer_stops", "invariant_violations"} <= set(failing(bob))
+    carol = Fired(Request("follow_up", str(THIRD_USER)), 0.5, True, "context-0-1")
+    bob = group_outcome(BOB, StreamResult("follow_up_interrupt", stop_reason="user_request"))
+    bob.foreign = {"context-0-1": carol}
+    assert "cross_answer" in names(bob)
+    assert "cross_answer_stops" in failing(bob)
+
+
+def test_C9_a_stream_a_request_for_it_did_not_end_is_counted() -> None:
+    aimed = Fired(Request("stop", str(ALICE), answering=ALICE), 0.5, True, "context-0-0")
+    alice = group_outcome(ALICE, StreamResult("completed"), aimed)
+    assert "request_ignored" in names(alice)
+    assert "stops_missed" in failing(alice)
+    taken = Fired(Request("stop", None, "before", answering=ALICE), 0.0, True, "context-0-0")
+    alice = group_outcome(ALICE, StreamResult("completed"), taken)
+    assert "B4" in names(alice)
+    assert "stops_missed" in failing(alice)
+
+
+def test_C9_C3_requests_accepted_or_refused_against_the_rules_are_counted() -> None:
+    outcome = honest_outcome()
+    outcome.misadmitted = ["Request(kind='follow_up', ...) accepted at 1.0"]
+    assert names(outcome) == {"admission"}
+    registered = StopRequest("follow_up", str(ALICE))
+    changed = Fired(Request("follow_up", str(ALICE)), 0.5, False, "c", None, registered)
+    outcome = honest_outcome()
+    outcome.fired = [changed]
+    assert "refused_changed" in names(outcome)
+
+
+def test_C9_a_stop_consumed_by_another_answer_in_the_channel_is_not_lost() -> None:
+    entry = StopRequest("stop", None, "context-0-0")
+    wide = Fired(Request("stop", None), 0.5, True, "context-0-0", entry=entry)
+    bob = group_outcome(BOB, StreamResult("stopped_by_user", stop_reason="flush_limit"), wide)
+    assert "stop_lost" in names(bob)
+    bob.decided_elsewhere = frozenset({"context-0-0"})  # Alice's result: it was consumed
+    assert "stop_lost" not in names(bob)
+    bob.decided_elsewhere = frozenset()
+    bob.registry_entries = (entry,)  # or it is still pending
+    assert "stop_lost" not in names(bob)
+
+
+def test_C9_C5_an_entry_no_later_stream_would_take_is_a_leak() -> None:
+    """An entry still owed to a stream (or consumed by one) once no stream runs is never
+    taken again (a stream takes only entries nobody owes); a waiting one is no leak."""
+    stops = TimedRegistry(clock=lambda: 0.0)
+    reader = stops.reader(CHANNEL, ALICE)
+    stops.request_stop(CHANNEL, "x", answering=ALICE)
+    assert len(stops.leaks()) == 1  # owed while Alice's answer streams
+    reader.close()
+    assert stops.leaks() == []  # she ended without it: it waits for her next answer
+    assert len(stops.entries(CHANNEL)) == 1
+
+    class Forgetful(TimedRegistry):
+        def _close(self, reader: StopReader) -> None:  # forgets to settle the entries owed
+            self._readers.pop(reader.channel_id, None)
+
+    stops = Forgetful(clock=lambda: 0.0)
+    reader = stops.reader(CHANNEL, ALICE)
+    stops.request_stop(CHANNEL, "x", answering=ALICE)
+    reader.close()
+    assert len(stops.leaks()) == 1
+    assert "entries_leaked" in Report(entries_leaked=1).failures()
+
+
+def test_C9_an_entry_left_that_its_stream_should_have_taken_is_unexplained() -> None:
+    """`judge_answers`: an entry left that a stream reading the channel should have resolved
+    is unexplained; one for no stream waits for a later one (stale)."""
+
+    async def main() -> Report:
+        report = Report()
+        async with environment(1) as env:
+            stops = env.stops
+            channel = env.channels[0].id
+            alice = outcome_of(answerer(0, ALICE, "x"), channel, REPLY, SoakProvider(()))
+            alice.result = StreamResult("completed")
+            reader = stops.reader(channel, ALICE)
+            alice.opened = stops.opened[(channel, ALICE)]
+            made = env.made.setdefault(0, [])
+            plan = alice.plan
+            fire(env, channel, plan, Request("stop", "x", answering=ALICE), made)
+            fire(env, channel, plan, Request("follow_up", str(THIRD_USER)), made)
+            reader.close()
+            alice.closed, alice.ended_at = stops.closed[(channel, ALICE)]
+            alice.ended_at += 1.0  # the stop came while she streamed
+            distribute(env, [alice])
+            judge_answers(env, [alice], report)
+            assert stops.entries(channel) == []
+        return report
+
+    with asyncio.Runner(loop_factory=looptime.new_event_loop) as runner:
+        report = runner.run(main())
+    assert (report.unexplained_registry_entries, report.stale_requests_discarded) == (1, 1)
