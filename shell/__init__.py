@@ -1,10 +1,12 @@
-"""cordstream's shell: `stream_to_discord` over discord.py (SPEC §A, B, C, F).
+"""cordstream's shell: `stream_to_discord` over discord.py (SPEC §A, B, C, F, K).
 
 Everything a bot needs is importable from here: the orchestrator and registry, the config and
-context, the provider protocol, the reference tool loop `run_turn`, and the core's value types
-it hands back, and the pace of Discord requests (`Budget`, `DISCORD_GLOBAL`,
-`set_global_budget`, and live delivery's per-channel `DISCORD_CHANNEL`, `set_channel_budget`).
-The provider adapters live in `cordstream.shell.providers` (each needs its SDK's extra).
+context (a channel, or a slash command's interaction, to stream into: `cordstream.shell.target`;
+the Stop button: `cordstream.shell.buttons`), `finish_interaction`, the provider protocol, the
+reference tool loop `run_turn`, and the core's value types it hands back, and the pace of
+Discord requests (`Budget`, `DISCORD_GLOBAL`, `set_global_budget`, and live delivery's
+per-channel `DISCORD_CHANNEL`, `set_channel_budget`). The provider adapters live in
+`cordstream.shell.providers` (each needs its SDK's extra).
 """
 
 from cordstream.domain import (
@@ -42,6 +44,7 @@ from cordstream.shell.stops import (
     interaction_may_stop,
     member_may_stop,
 )
+from cordstream.shell.target import finish_interaction
 from cordstream.shell.turn import Tool, ToolRun, TurnResult, TurnStatus, run_turn
 
 __all__ = [
@@ -74,6 +77,7 @@ __all__ = [
     "TurnResult",
     "TurnStatus",
     "estimate_tokens",
+    "finish_interaction",
     "interaction_may_stop",
     "member_may_stop",
     "normalize_usage",

@@ -1,7 +1,8 @@
 """The Discord boundary: sends, edits and typing, with failures turned into values (SPEC F1, F4, G).
 
-Every call goes through discord.py's `Messageable.send`, with the context's
-`allowed_mentions` (F1). `future_safe` turns what discord.py raises — `NotFound`,
+Every call goes through discord.py's `Messageable.send` or `Message.edit`, with the context's
+`allowed_mentions` (F1); `cordstream.shell.target` calls these for a channel, and discord.py's
+interaction routes for an interaction (K1). `future_safe` turns what discord.py raises — `NotFound`,
 `Forbidden`, `HTTPException`, `DiscordServerError` after its own retries, connection errors —
 into an `IOFailure`; `outcome` turns either result into the event the core decides on (F4):
 the core, not this module, knows that 10003 means the channel is gone. `retry_after` tells a
@@ -12,15 +13,49 @@ the core, not this module, knows that 10003 means the channel is gone. `retry_af
 from __future__ import annotations
 
 import math
+from typing import Any, Final
 
 import discord
-from returns.future import future_safe
+from returns.future import FutureResultE, future_safe
 from returns.io import IOFailure, IOResultE, IOSuccess
 from returns.result import Failure, Success
 
 from cordstream.domain import Delivered, DiscordFailure, EmbedSpec, Rejected
 
 _COLOURS = {"warning": discord.Colour.orange(), "error": discord.Colour.red()}
+
+Sending = FutureResultE[discord.Message]
+"""A message request under way: awaited, Discord's message or the failure, never an exception."""
+
+KEEP: Final[Any] = discord.utils.MISSING
+"""An edit's `view` that leaves the message's components as they are (a Stop button stays, K2);
+`None` removes them."""
+
+
+async def post(
+    channel: discord.abc.Messageable,
+    content: str,
+    *,
+    reply_to: discord.Message | discord.PartialMessage | None,
+    allowed_mentions: discord.AllowedMentions,
+    view: discord.ui.View | None = None,
+) -> discord.Message:
+    """Send one message; a reply to `reply_to` when given, never pinging its author (F1).
+    `view`: the components that ride on it (a Stop button, K2).
+
+    A deleted `reply_to` does not fail the send (`fail_if_not_exists=False`): the message
+    then goes out as a plain one.
+    """
+    extra: dict[str, Any] = {} if view is None else {"view": view}
+    if reply_to is None:
+        return await channel.send(content, allowed_mentions=allowed_mentions, **extra)
+    return await channel.send(
+        content,
+        allowed_mentions=allowed_mentions,
+        reference=reply_to.to_reference(fail_if_not_exists=False),
+        mention_author=False,
+        **extra,
+    )
 
 
 @future_safe
@@ -30,19 +65,11 @@ async def send_message(
     *,
     reply_to: discord.Message | discord.PartialMessage | None,
     allowed_mentions: discord.AllowedMentions,
+    view: discord.ui.View | None = None,
 ) -> discord.Message:
-    """Send one message; a reply to `reply_to` when given, never pinging its author (F1).
-
-    A deleted `reply_to` does not fail the send (`fail_if_not_exists=False`): the message
-    then goes out as a plain one.
-    """
-    if reply_to is None:
-        return await channel.send(content, allowed_mentions=allowed_mentions)
-    return await channel.send(
-        content,
-        allowed_mentions=allowed_mentions,
-        reference=reply_to.to_reference(fail_if_not_exists=False),
-        mention_author=False,
+    """`post`, its failure a value (`IOFailure`) instead of an exception."""
+    return await post(
+        channel, content, reply_to=reply_to, allowed_mentions=allowed_mentions, view=view
     )
 
 
@@ -51,18 +78,29 @@ async def send_embed(
     channel: discord.abc.Messageable, spec: EmbedSpec, *, allowed_mentions: discord.AllowedMentions
 ) -> discord.Message:
     """Send an embed built from the core's `EmbedSpec` (G)."""
-    embed = discord.Embed(
+    return await channel.send(embed=build_embed(spec), allowed_mentions=allowed_mentions)
+
+
+def build_embed(spec: EmbedSpec) -> discord.Embed:
+    """The embed the core's `EmbedSpec` describes (G)."""
+    return discord.Embed(
         title=spec.title, description=spec.description, colour=_COLOURS[spec.colour]
     )
-    return await channel.send(embed=embed, allowed_mentions=allowed_mentions)
 
 
 @future_safe
 async def edit_message(
-    message: discord.Message, content: str, *, allowed_mentions: discord.AllowedMentions
+    message: discord.Message | discord.PartialMessage,
+    content: str,
+    *,
+    allowed_mentions: discord.AllowedMentions,
+    view: discord.ui.View | None = KEEP,
 ) -> discord.Message:
-    """Replace a live message's content (L1–L5), with the context's `allowed_mentions` (F1)."""
-    return await message.edit(content=content, allowed_mentions=allowed_mentions)
+    """Replace a live message's content (L1–L5), with the context's `allowed_mentions` (F1).
+    `view`: `KEEP` leaves its components alone, `None` removes them (K2)."""
+    if view is KEEP:
+        return await message.edit(content=content, allowed_mentions=allowed_mentions)
+    return await message.edit(content=content, allowed_mentions=allowed_mentions, view=view)
 
 
 @future_safe
@@ -134,10 +172,14 @@ def failure(error: BaseException) -> DiscordFailure:
 
 
 __all__ = [
+    "KEEP",
+    "Sending",
+    "build_embed",
     "edit_message",
     "failure",
     "message_of",
     "outcome",
+    "post",
     "retry_after",
     "send_embed",
     "send_message",

@@ -15,6 +15,13 @@ time (the loop is single-threaded, and `step` is pure and quick):
 - a task per Discord request feeds `Delivered`/`Rejected`; a timer ends each typing pause
   (`PauseOver`).
 
+Discord requests go through the stream's target (`cordstream.shell.target`): the channel, or
+an interaction (K1), which is deferred in a task of the call when the stream starts, and
+settled when it ends (nothing left "thinking", shielded and bounded as the final edit is).
+With `StreamContext.stop_button`, each live message created while it streams carries a Stop
+button (`cordstream.shell.buttons`, K2), one view per message, removed by its final edit;
+every view is stopped once the result exists, so no click reaches the stream after it.
+
 A stop, a follow-up or the deadline must take effect while the provider hangs inside
 `__anext__`, and how the provider reacts to being stopped must neither hang the call nor touch
 the caller's task. So the provider gets a task of its own, one per call, created once no
@@ -139,10 +146,12 @@ from cordstream.domain.machine import abandon
 from cordstream.domain.redact import Secrets
 from cordstream.domain.requests import resolve
 from cordstream.shell import delivery, ratelimit
+from cordstream.shell.buttons import StopControl, StopView
 from cordstream.shell.config import StreamConfig
 from cordstream.shell.context import StreamContext, StreamProvider
 from cordstream.shell.secrets import stream_secrets
 from cordstream.shell.stops import DEFAULT_STOPS, StopRegistry
+from cordstream.shell.target import InteractionTarget, channel_id_of, target_for
 
 _log = logging.getLogger("cordstream")
 
@@ -187,7 +196,8 @@ class StreamOrchestrator:
     async def stream_to_discord(
         self, provider: StreamProvider[Any], config: StreamConfig, context: StreamContext
     ) -> StreamResult:
-        """Stream one provider response into `context.channel`; one result, never raises."""
+        """Stream one provider response into `context.channel` (a channel, or an interaction to
+        answer, K1); one result, never raises."""
         return await _Stream(self, provider, config, context).run()
 
     def request_stop(
@@ -262,7 +272,10 @@ class _Stream:
         self.provider = provider
         self.config = config
         self.context = context
-        self.channel_id: int = getattr(context.channel, "id", 0)
+        # Where the messages go: the channel, or an interaction (K1; `cordstream.shell.target`).
+        self.target = target_for(context)
+        found = channel_id_of(context.channel)
+        self.channel_id: int = found if isinstance(found, int) else 0
         self.state = initial_state(
             config,
             locale=context.locale,
@@ -289,6 +302,15 @@ class _Stream:
         self.accepted: list[str] = []  # contents Discord accepted, for the last resort (F2)
         self.live_messages: list[discord.Message] = []  # the messages live delivery edits (L)
         self.latest: dict[int, str] = {}  # the latest content sent to each of them
+        # K2: the Stop buttons, one view per live message; `buttons` maps a message's index to
+        # the view it shows (until its final edit is accepted).
+        self.stop_control: StopControl | None = None
+        if context.stop_button:
+            self.stop_control = StopControl(
+                orchestrator.stops, self.channel_id, context.answering, self.running
+            )
+        self.views: list[StopView] = []
+        self.buttons: dict[int, StopView] = {}
         self.turn_task: asyncio.Task[None] | None = None  # waits for the channel's turn (L2)
         # The core is fed nothing more: it faulted beyond recovery, or the call is over.
         self.broken = False
@@ -333,6 +355,8 @@ class _Stream:
             await self.settle_requests(cancel=cancel)
             if cancel and self.result is None:  # no result reports what was shown: tidy up
                 hurried = await self.final_edit() or hurried
+            self.stop_views()
+            hurried = await self.settle_target() or hurried
             if self.fatal is not None:
                 raise self.fatal
             if hurried:
@@ -396,8 +420,10 @@ class _Stream:
             raise asyncio.CancelledError
 
     async def stream(self) -> None:
-        if not isinstance(getattr(self.context.channel, "id", None), int):
-            raise TypeError("StreamContext.channel must have an int `id`")
+        if not isinstance(channel_id_of(self.context.channel), int):
+            raise TypeError("StreamContext.channel must have an int `id` (a channel's `id`)")
+        if isinstance(self.target, InteractionTarget):
+            self.spawn(self.target.begin())  # deferred at once, while the provider starts (K1)
         self.start(self.reader.start())
         if self.wants_chunks():  # B4: a pending request resolves before the provider
             self.provider_task = self.loop.create_task(self.provide())
@@ -601,6 +627,7 @@ class _Stream:
                 "; ".join(result.anomalies),
             )
         self.result = result
+        self.stop_views()  # K2: a click from now on stops nothing (B11)
         self.interrupt()
         if self.timer is not None:
             self.timer.cancel()
@@ -616,11 +643,11 @@ class _Stream:
                 self.timer = self.loop.call_at(at, self.on_timer, at)
             case CloseProvider():
                 self.interrupt()
-            case SendMessage(seq=seq, content=content, reply=reply):
+            case SendMessage(seq=seq, content=content, reply=reply, streaming=streaming):
                 reply_to = self.context.reply_to if reply else None
-                self.spawn(self.send_message(seq, content, reply_to))
-            case EditMessage(seq=seq, content=content, message=index):
-                self.spawn(self.edit_message(seq, content, index))
+                self.spawn(self.send_message(seq, content, reply_to, streaming=streaming))
+            case EditMessage(seq=seq, content=content, message=index, streaming=streaming):
+                self.spawn(self.edit_message(seq, content, index, streaming=streaming))
             case AwaitTurn(token=token):
                 self.turn_task = self.loop.create_task(self.await_turn(token))
             case SendEmbed(seq=seq, embed=embed):
@@ -714,13 +741,17 @@ class _Stream:
     # the order holds.
 
     async def send_message(
-        self, seq: int, content: str, reply_to: discord.Message | discord.PartialMessage | None
+        self,
+        seq: int,
+        content: str,
+        reply_to: discord.Message | discord.PartialMessage | None,
+        *,
+        streaming: bool = False,
     ) -> None:
-        channel, mentions = self.context.channel, self.context.allowed_mentions
+        target, mentions = self.target, self.context.allowed_mentions
+        view = self.new_view() if streaming else None  # K2: a button while it streams
         sent = await ratelimit.deliver(
-            lambda: delivery.send_message(
-                channel, content, reply_to=reply_to, allowed_mentions=mentions
-            )
+            lambda: target.send(content, reply_to=reply_to, allowed_mentions=mentions, view=view)
         )
         event = delivery.outcome(seq, self.loop.time(), sent)
         if isinstance(event, Delivered):
@@ -728,23 +759,68 @@ class _Stream:
             message = delivery.message_of(sent)
             if message is not None:
                 self.live_messages.append(message)  # live delivery edits it by its index
+                if view is not None:
+                    self.buttons[len(self.live_messages) - 1] = view
+        elif view is not None:
+            view.stop()
         self.feed(event)
 
-    async def edit_message(self, seq: int, content: str, index: int) -> None:
-        mentions = self.context.allowed_mentions
+    async def edit_message(
+        self, seq: int, content: str, index: int, *, streaming: bool = False
+    ) -> None:
+        target, mentions = self.target, self.context.allowed_mentions
         if not 0 <= index < len(self.live_messages):  # pragma: no cover - the core's own
             error = RuntimeError(f"an edit of message {index}, which the stream did not create")
             self.feed(Rejected(self.loop.time(), seq, DiscordFailure(None, None, error)))
             return
         message = self.live_messages[index]
         self.latest[index] = content
+        # K2: the message's final edit removes its Stop button; the others leave it.
+        view = None if not streaming and index in self.buttons else delivery.KEEP
         edited = await ratelimit.deliver(
-            lambda: delivery.edit_message(message, content, allowed_mentions=mentions)
+            lambda: target.edit(message, content, allowed_mentions=mentions, view=view)
         )
         event = delivery.outcome(seq, self.loop.time(), edited)
-        if isinstance(event, Delivered) and index < len(self.accepted):
-            self.accepted[index] = content  # an edit replaces that message's content (F2)
+        if isinstance(event, Delivered):
+            if index < len(self.accepted):
+                self.accepted[index] = content  # an edit replaces that message's content (F2)
+            if view is None:
+                self.buttons.pop(index).stop()
         self.feed(event)
+
+    def new_view(self) -> StopView | None:
+        """K2: a Stop button for a new live message, when the context asks for one."""
+        if self.stop_control is None:
+            return None
+        view = self.stop_control.view()
+        self.views.append(view)
+        return view
+
+    def running(self) -> bool:
+        """K2: whether a stop may still decide this stream (it has no result yet)."""
+        return self.result is None and not self.broken
+
+    def stop_views(self) -> None:
+        """B11, K2: discord.py forgets the stream's views (a click then reaches nothing)."""
+        for view in self.views:
+            view.stop()
+
+    async def settle_target(self) -> bool:
+        """K1: nothing is left "thinking" (`Target.settle`), shielded from the caller's
+        cancellation and bounded by `FINAL_EDIT_TIMEOUT`, as the final edit is. True if the
+        caller cancelled meanwhile."""
+        if not isinstance(self.target, InteractionTarget):
+            return False
+        status = None if self.result is None else self.result.status
+        task = self.loop.create_task(self.target.settle(status))
+        hurried = False
+        try:
+            await asyncio.wait((task,), timeout=FINAL_EDIT_TIMEOUT)
+        except asyncio.CancelledError:
+            hurried = True
+        if not task.done():
+            ratelimit.cancel_requests(self.context.channel, {task})
+        return hurried
 
     async def await_turn(self, token: int) -> None:
         """L2: wait for the channel's turn (shared by the process's live streams), then let
@@ -758,36 +834,38 @@ class _Stream:
         message may still show the cursor: the one being edited, or one whose finishing edit
         never reached Discord, or one Discord created after the core stopped being fed. Each
         message of the stream whose content, as Discord last accepted it, ends with the cursor
-        is edited to that content without it, in its turn under the budgets. Shielded from the
-        caller's cancellation and bounded by `FINAL_EDIT_TIMEOUT` in all. True if the caller
-        cancelled meanwhile. (A result, even the last resort's after a fault, reports what
-        Discord accepted, so nothing is edited after it.)"""
+        is edited to that content without it, in its turn under the budgets; so is each one
+        still showing a Stop button (K2), which the edit removes. Shielded from the caller's
+        cancellation and bounded by `FINAL_EDIT_TIMEOUT` in all. True if the caller cancelled
+        meanwhile. (A result, even the last resort's after a fault, reports what Discord
+        accepted, so nothing is edited after it.)"""
         cursor = self.config.cursor
-        if self.state.core.live is None or not cursor:
+        if self.state.core.live is None or not (cursor or self.buttons):
             return False
-        edits: list[tuple[discord.Message, str]] = []
+        edits: list[tuple[discord.Message, str, discord.ui.View | None]] = []
         for index, (message, content) in enumerate(
             zip(self.live_messages, self.accepted, strict=False)
         ):
             # The latest content sent holds all that Discord may have accepted (an edit the
             # cancellation cut off may have reached it): never less (L3).
             target = self.latest.get(index, content)
-            for shown in (cursor, "\n" + cursor.strip()):
+            for shown in (cursor, "\n" + cursor.strip()) if cursor else ():
                 if target.endswith(shown) and target[: -len(shown)].strip():
                     target = target[: -len(shown)]
                     break
-            if target != content:
-                edits.append((message, target))
+            button = index in self.buttons
+            if target != content or button:
+                edits.append((message, target, None if button else delivery.KEEP))
         if not edits:
             return False
-        channel, mentions = self.context.channel, self.context.allowed_mentions
+        channel, mentions, send = self.context.channel, self.context.allowed_mentions, self.target
 
         async def edit() -> None:
-            for message, content in edits:
+            for message, content, view in edits:
                 await ratelimit.turn(self.channel_id)
                 await ratelimit.deliver(
-                    lambda message=message, content=content: delivery.edit_message(  # type: ignore[misc]
-                        message, content, allowed_mentions=mentions
+                    lambda message=message, content=content, view=view: send.edit(  # type: ignore[misc]
+                        message, content, allowed_mentions=mentions, view=view
                     )
                 )
 
@@ -802,16 +880,14 @@ class _Stream:
         return hurried
 
     async def send_embed(self, seq: int, embed: EmbedSpec) -> None:
-        channel, mentions = self.context.channel, self.context.allowed_mentions
-        sent = await ratelimit.deliver(
-            lambda: delivery.send_embed(channel, embed, allowed_mentions=mentions)
-        )
+        target, mentions = self.target, self.context.allowed_mentions
+        sent = await ratelimit.deliver(lambda: target.embed(embed, allowed_mentions=mentions))
         self.feed(delivery.outcome(seq, self.loop.time(), sent))
 
     async def typing(self) -> None:
         # Cosmetic: only when the budget has room now, never late (a failure changes nothing).
         if ratelimit.pacer().try_acquire():
-            await delivery.trigger_typing(self.context.channel)
+            await self.target.typing()
 
     def on_pause(self, token: int) -> None:
         self.feed(PauseOver(self.loop.time(), token))

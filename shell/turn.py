@@ -29,6 +29,10 @@ Rules (the seed's tool loop, with the choices made where the issue was silent):
   the text delivered (`TurnResult.text`), with `usage_estimated=True`.
 - **Text** (F2): `TurnResult.text` joins the segments' `accumulated_text` by "\\n", skipping
   empty ones (a tool round that said nothing adds no blank line).
+- **An interaction** (K1) stays "thinking" while tools run when the segment before them showed
+  nothing (a stream that ends on a function call leaves it so: the answer is not over). When
+  the turn ends, however it ends (a tool limit, a broken adapter, the caller's cancellation
+  included), `finish_interaction` settles it: nothing is left "thinking".
 
 `run_turn` never raises for what the provider, Discord or a tool does; only the caller's own
 cancellation propagates (a cancelled turn cancels the tools it is running).
@@ -37,10 +41,13 @@ cancellation propagates (a cancelled turn cancels the tools it is running).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final, Literal, TypeAlias
+
+import discord
 
 from cordstream.domain import (
     FunctionCall,
@@ -52,8 +59,9 @@ from cordstream.domain import (
 from cordstream.domain.outcome import accumulated_text
 from cordstream.shell.config import StreamConfig
 from cordstream.shell.context import StreamContext
-from cordstream.shell.orchestrator import StreamOrchestrator
+from cordstream.shell.orchestrator import FINAL_EDIT_TIMEOUT, StreamOrchestrator
 from cordstream.shell.providers.base import ToolOutcome, ToolProvider
+from cordstream.shell.target import finish_interaction
 
 Tool: TypeAlias = Callable[[Mapping[str, object]], Awaitable[object]]
 
@@ -174,7 +182,39 @@ async def run_turn(
     prompt_text: str = "",
 ) -> TurnResult:
     """Stream one user turn into Discord, running tools until the model answers."""
-    config = config if config is not None else StreamConfig()
+    try:
+        return await _run_turn(
+            orchestrator,
+            provider,
+            context,
+            tools=tools,
+            config=config if config is not None else StreamConfig(),
+            max_tool_rounds=max_tool_rounds,
+            max_tool_errors=max_tool_errors,
+            empty_retries=empty_retries,
+            tool_timeout=tool_timeout,
+            prompt_text=prompt_text,
+        )
+    finally:
+        if isinstance(context.channel, discord.Interaction):  # K1: nothing left "thinking"
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(FINAL_EDIT_TIMEOUT):
+                    await finish_interaction(context.channel)
+
+
+async def _run_turn(
+    orchestrator: StreamOrchestrator,
+    provider: ToolProvider[Any],
+    context: StreamContext,
+    *,
+    tools: Mapping[str, Tool],
+    config: StreamConfig,
+    max_tool_rounds: int,
+    max_tool_errors: int,
+    empty_retries: int,
+    tool_timeout: float | None,
+    prompt_text: str,
+) -> TurnResult:
     segments: list[StreamResult] = []
     runs: list[ToolRun] = []
     rounds = failures = empties = 0
