@@ -9,7 +9,7 @@ import argparse
 import json
 import platform
 
-from bench import core, live, load, shell
+from bench import buttons, core, live, load, shell
 
 _LABELS = {
     "core_events_per_s": "text events/s through step",
@@ -35,6 +35,9 @@ _LABELS = {
     "discord_requests_per_10k_chars": "Discord requests per 10k chars of the demo answer",
     "naive_requests_per_10k_chars": "the same for a naive bot, one message per line",
     "discord_requests_vs_naive": "ours / naive (target < 1)",
+    "button_stop_latency_ms_p50": "Stop button: click reaching the bot -> stopped, ms, p50",
+    "button_stop_latency_ms_p99": "Stop button: click reaching the bot -> stopped, ms, p99 "
+    "(target <= 50)",
 }
 
 
@@ -53,6 +56,7 @@ def main() -> None:
         core.measure(quick=args.quick)
         | shell.measure(quick=args.quick)
         | load.measure(quick=args.quick, streams=args.streams)
+        | buttons.measure(clicks=50 if args.quick else buttons.CLICKS)
     )
     live_figures = {} if args.no_live else live.measure()
     if args.json:
