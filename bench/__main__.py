@@ -18,6 +18,8 @@ _LABELS = {
     "core_100kb_s": "100 KB answer in 1-8 char chunks, seconds",
     "core_1mb_s": "1 MB answer in 1-8 char chunks, seconds",
     "scaling_ratio_10x": "1 MB time / 100 KB time (target <= 12; 10 = linear)",
+    "live_core_ratio": "live delivery: core cost per event / floor cost per event",
+    "live_scaling_ratio_10x": "live delivery: 1 MB time / 100 KB time (10 = linear)",
     "shell_chunks_per_s": "chunks/s through stream_to_discord, instant sink",
     "bare_iter_chunks_per_s": "chunks/s, bare async for over the same provider",
     "shell_overhead_ratio": "shell cost per chunk / bare iteration cost per chunk",
@@ -35,9 +37,8 @@ _LABELS = {
     "discord_requests_per_10k_chars": "Discord requests per 10k chars of the demo answer",
     "naive_requests_per_10k_chars": "the same for a naive bot, one message per line",
     "discord_requests_vs_naive": "ours / naive (target < 1)",
-    "button_stop_latency_ms_p50": "Stop button: click reaching the bot -> stopped, ms, p50",
-    "button_stop_latency_ms_p99": "Stop button: click reaching the bot -> stopped, ms, p99 "
-    "(target <= 50)",
+    "button_stop_latency_ms_p50": "Stop click reaching the bot -> stream stopped, ms, p50",
+    "button_stop_latency_ms_p99": "Stop click reaching the bot -> stopped, ms, p99 (<= 50)",
 }
 
 
