@@ -107,9 +107,13 @@ async def test_unknown_channel_and_unknown_route_are_404_json() -> None:
         channel = await client.fetch_channel(emulator.channel_id)
         assert isinstance(channel, discord.TextChannel)
         with pytest.raises(discord.HTTPException) as wrong_method:
-            await channel.get_partial_message(1).delete()  # DELETE on the edit route
+            await channel.delete()  # DELETE on the channel's route: not served
         assert wrong_method.value.status == 405
         assert emulator.requests[-1].kind == "other"
+        with pytest.raises(discord.NotFound) as unknown_message:
+            await channel.get_partial_message(1).delete()
+        assert unknown_message.value.code == 10008
+        assert emulator.requests[-1].kind == "delete"
 
 
 @pytest.mark.asyncio

@@ -658,6 +658,57 @@ async def test_heartbeats_are_acknowledged_at_the_interval_hello_asks_for() -> N
         assert client.latency >= 0
 
 
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_deleting_responses_through_the_token_or_the_channel() -> None:
+    api = DiscordEmulator()
+    bot = make_bot()
+    done: asyncio.Queue[list[tuple[str, int | None]]] = asyncio.Queue()
+
+    @bot.tree.command(description="Ask a question")
+    async def ask(interaction: discord.Interaction, question: str) -> None:
+        outcomes: list[tuple[str, int | None]] = []
+        await interaction.response.defer(thinking=True)
+        if question == "token":
+            follow = await interaction.followup.send("first", wait=True)  # folded: the original
+            extra = await interaction.followup.send("extra", wait=True)
+            await interaction.followup.delete_message(extra.id)
+            await interaction.delete_original_response()
+            assert follow.id != extra.id
+        else:  # the channel's route, as after the token expired
+            channel = interaction.channel
+            assert isinstance(channel, discord.TextChannel)
+            original = await interaction.original_response()
+            await channel.get_partial_message(original.id).delete()
+        for attempt in ("again", "edit"):
+            try:
+                if attempt == "again":
+                    await interaction.delete_original_response()
+                else:
+                    await interaction.edit_original_response(content="gone")
+            except discord.HTTPException as error:
+                outcomes.append((attempt, error.code))
+        await done.put(outcomes)
+
+    async with local_bot(bot, api):
+        alice = api.add_member("alice")
+        for how in ("token", "channel"):
+            asked = await api.slash(alice, "ask", {"question": how})
+            outcomes = await asyncio.wait_for(done.get(), WAIT)
+            assert outcomes == [("again", 10008), ("edit", 10008)]
+            assert not asked.thinking
+            assert asked.original is None
+            assert asked.followups == []
+        assert api.text() == ""
+        assert [c.kind for c in api.history()].count("delete") == 3
+        # Only the bot's own messages: a user's is 403.
+        user_message = await api.user_says(alice, "mine")
+        channel = bot.get_channel(api.channel_id)
+        assert isinstance(channel, discord.TextChannel)
+        with pytest.raises(discord.Forbidden):
+            await channel.get_partial_message(user_message).delete()
+
+
 # ---- Discord's errors -------------------------------------------------------------------------
 
 

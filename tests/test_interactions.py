@@ -401,16 +401,8 @@ async def test_K1_a_timeout_or_provider_error_before_text_shows_in_place_of_thin
         assert asked.followups == []
 
 
-# Discord's DELETE /webhooks/{app}/{token}/messages/@original (and the channel's DELETE
-# /channels/{id}/messages/{id}) are not served by the emulator yet: with them, these pass.
-NO_DELETE: Final = pytest.mark.xfail(
-    strict=True, reason="the emulator does not serve deleting an interaction's original response"
-)
-
-
 @pytest.mark.asyncio
 @pytest.mark.looptime
-@NO_DELETE
 @pytest.mark.parametrize("how", ["empty", "stopped_before_text", "suppressed_error"])
 async def test_K1_an_answer_that_shows_nothing_deletes_the_thinking_response(how: str) -> None:
     knobs: dict[str, Any] = {"suppress_user_errors": how == "suppressed_error"}
@@ -576,7 +568,6 @@ async def test_K1_a_tool_loop_turn_thinks_while_its_tools_run_then_answers_in_pl
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
-@NO_DELETE
 async def test_K1_a_turn_that_ends_on_its_tool_limit_leaves_nothing_thinking() -> None:
     call = FunctionCallChunk(FunctionCall("look_up", {}, id="c1"))
     conversation = Conversation([call], later=[[call]])

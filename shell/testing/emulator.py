@@ -72,8 +72,11 @@ interaction and per user (`ephemeral_messages`). Message components (buttons, se
 stored on messages, checked lightly and returned. See that module for what the gateway matches
 of Discord and what it leaves out.
 
+Deletes: the bot may delete its own messages (`DELETE /channels/{id}/messages/{id}`, and an
+interaction's responses through its token); a moderator's deletion is `delete_message`.
+
 Not implemented: attachments (multipart bodies are refused with 400), reactions,
-deletes through the API (a moderator's deletion is `delete_message`), threads, stickers, polls,
+deleting other users' messages (403), threads, stickers, polls,
 forwards (message_reference type 1), permissions on the REST routes (use the 403 faults),
 buckets for the routes other than send, edit and typing, shared buckets across channels,
 Cloudflare's invalid-request ban, content trimming, and code-block awareness of mentions (a
@@ -134,10 +137,20 @@ __all__ = [
 JSONObject = dict[str, Any]
 
 RouteKind = Literal[
-    "login", "fetch", "send", "edit", "typing", "gateway", "interaction", "commands", "other"
+    "login",
+    "fetch",
+    "send",
+    "edit",
+    "delete",
+    "typing",
+    "gateway",
+    "interaction",
+    "commands",
+    "other",
 ]
 """What a request was for: `login` (users/@me, applications/@me), `fetch` (a channel or a
-message), `send`, `edit`, `typing`, `gateway` (`/gateway`, `/gateway/bot`), `interaction` (an
+message), `send`, `edit`, `delete` (the bot deleting one of its messages), `typing`, `gateway`
+(`/gateway`, `/gateway/bot`), `interaction` (an
 interaction's callback and its webhook: the original response and follow-ups), `commands`
 (application commands), or `other` (a route the emulator does not serve)."""
 
@@ -146,6 +159,7 @@ FaultRoute = Literal[
     "fetch",
     "send",
     "edit",
+    "delete",
     "typing",
     "gateway",
     "interaction",
@@ -575,6 +589,7 @@ class DiscordEmulator:
             ("GET", re.compile(r"/channels/(\d+)/messages/(\d+)"), "fetch", self._get_message),
             ("POST", re.compile(r"/channels/(\d+)/messages"), "send", self._send),
             ("PATCH", re.compile(r"/channels/(\d+)/messages/(\d+)"), "edit", self._edit),
+            ("DELETE", re.compile(r"/channels/(\d+)/messages/(\d+)"), "delete", self._delete),
             ("POST", re.compile(r"/channels/(\d+)/typing"), "typing", self._typing),
             *self.gateway.routes(),
         )
@@ -1129,6 +1144,16 @@ class DiscordEmulator:
         if int(wire["author"]["id"]) != self.user_id:
             raise _Reply(403, 50005, "Cannot edit a message authored by another user")
         return _json_response(200, self._apply_edit(channel, call.ids[1], self._body(call)))
+
+    async def _delete(self, call: _Call) -> web.StreamResponse:
+        """The bot deletes one of its own messages (an interaction's response included)."""
+        channel = self._live_channel(call.ids[0])
+        wire = self._known_message(channel, call.ids[1])
+        if int(wire["author"]["id"]) != self.user_id:
+            raise _Reply(403, 50013, "Missing Permissions")
+        self.delete_message(call.ids[1], channel_id=channel.id)
+        self.gateway.message_deleted(call.ids[1])
+        return web.Response(status=204)
 
     def _apply_edit(self, channel: _Channel, message_id: int, body: JSONObject) -> JSONObject:
         """Edit a message of the transcript with `body` (a `_Reply` when refused); its wire."""

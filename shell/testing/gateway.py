@@ -740,12 +740,24 @@ class Gateway:
             ("POST", re.compile(hook), "interaction", self._followup),
             ("GET", re.compile(hook + "/messages/@original"), "interaction", self._get_original),
             ("PATCH", re.compile(hook + "/messages/@original"), "interaction", self._edit_original),
+            (
+                "DELETE",
+                re.compile(hook + "/messages/@original"),
+                "interaction",
+                self._delete_original,
+            ),
             ("GET", re.compile(hook + r"/messages/(\d+)"), "interaction", self._get_hook_message),
             (
                 "PATCH",
                 re.compile(hook + r"/messages/(\d+)"),
                 "interaction",
                 self._edit_hook_message,
+            ),
+            (
+                "DELETE",
+                re.compile(hook + r"/messages/(\d+)"),
+                "interaction",
+                self._delete_hook_message,
             ),
             ("GET", re.compile(commands), "commands", self._list_commands),
             ("PUT", re.compile(commands), "commands", self._overwrite_commands),
@@ -1363,6 +1375,38 @@ class Gateway:
         record = self._record_of(call)
         message_id = self._own(record, call.ids[1])
         return _json_response(200, self._edit(record, message_id, self._emulator._body(call)))
+
+    async def _delete_original(self, call: _Call) -> web.StreamResponse:
+        record = self._record_of(call)
+        if record.original_id is None:
+            raise _Reply(404, 10008, "Unknown Message")
+        self._delete(record, record.original_id)
+        return web.Response(status=204)
+
+    async def _delete_hook_message(self, call: _Call) -> web.StreamResponse:
+        record = self._record_of(call)
+        self._delete(record, self._own(record, call.ids[1]))
+        return web.Response(status=204)
+
+    def message_deleted(self, message_id: int) -> None:
+        """The bot deleted one of its messages through the channel's route: an interaction
+        whose original response it was no longer shows "thinking"."""
+        for record in self._by_id.values():
+            if record.original_id == message_id and record.thinking:
+                record.thinking = False
+                record.changed()
+
+    def _delete(self, record: InteractionRecord, message_id: int) -> None:
+        """Delete a message through `record`'s token: it leaves the channel (or the user's
+        ephemeral messages); a deleted original response no longer shows "thinking"."""
+        if self._ephemeral.pop(message_id, None) is None:
+            try:
+                self._emulator.delete_message(message_id, channel_id=record.channel_id)
+            except KeyError:
+                raise _Reply(404, 10008, "Unknown Message") from None
+        if message_id == record.original_id:
+            record.thinking = False
+        record.changed()
 
     @staticmethod
     def _own(record: InteractionRecord, message_id: int) -> int:
