@@ -11,6 +11,9 @@ frames (a connection cut mid-stream, without the chunked terminator); `hang_afte
 sets the event, and then the rest of the frames (a slow model, paced by the test). `hanging` is
 set when a reply starts to hold, `disconnected` when a client goes away while its reply is
 being served (aiohttp cancels the handler then): the client really closed the HTTP response.
+`route` (optional) picks a request's reply from its JSON body (None: the queue's next), for
+concurrent requests whose order a test does not fix; `wait_seen(n)` waits until `n` requests
+have arrived.
 
     async with ModelServer() as server:
         server.replies.append(Reply(frames=[sse({"x": 1}), sse_done()]))
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -64,9 +67,16 @@ class Seen:
 class ModelServer:
     """An aiohttp server on 127.0.0.1 with a random port; use as an async context manager."""
 
-    def __init__(self, replies: Sequence[Reply] = ()) -> None:
+    def __init__(
+        self,
+        replies: Sequence[Reply] = (),
+        *,
+        route: Callable[[object], Reply | None] | None = None,
+    ) -> None:
         self.replies: list[Reply] = list(replies)
+        self.route = route
         self.seen: list[Seen] = []
+        self._arrived = asyncio.Event()
         self.hanging = asyncio.Event()
         self.disconnected = asyncio.Event()
         self._runner: web.AppRunner | None = None
@@ -111,7 +121,19 @@ class ModelServer:
                 wait.cancel()
         return not self._stopping.is_set()
 
-    def _next(self) -> Reply:
+    async def wait_seen(self, count: int, *, timeout: float = 30.0) -> list[Seen]:
+        """Wait (at most `timeout` seconds, loop time) until `count` requests have arrived;
+        returns the first `count`."""
+        async with asyncio.timeout(timeout):
+            while len(self.seen) < count:
+                self._arrived.clear()
+                await self._arrived.wait()
+        return self.seen[:count]
+
+    def _next(self, body: object) -> Reply:
+        routed = self.route(body) if self.route is not None else None
+        if routed is not None:
+            return routed
         if not self.replies:
             return Reply(status=500, body={"error": {"message": "no reply scripted"}})
         return self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
@@ -132,7 +154,8 @@ class ModelServer:
         self.seen.append(
             Seen(request.method, request.path, dict(request.query), dict(request.headers), body)
         )
-        reply = self._next()
+        self._arrived.set()
+        reply = self._next(body)
         if not reply.frames:
             return web.Response(
                 status=reply.status,
