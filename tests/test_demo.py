@@ -8,13 +8,21 @@ what the log shows last), so it does not depend on how live delivery paces its e
 
 from __future__ import annotations
 
+import asyncio
 import os
+from collections.abc import Coroutine
+from typing import Any, TypeVar, cast
 
+import discord
+import looptime
 import pytest
 
-from cordstream.domain import TokenUsage
+from cordstream.domain import StreamResult, TokenUsage
 from cordstream.domain.config import Delivery
-from cordstream.shell.cli import demo, main
+from cordstream.shell import TurnResult
+from cordstream.shell.buttons import STOP_REFUSED
+from cordstream.shell.cli import botdemo, demo, main
+from cordstream.shell.cli.bot import Question
 from cordstream.shell.cli.console import Log
 from cordstream.shell.cli.demo import ANSWER, Options, Terminal, run_demo
 from cordstream.shell.testing.emulator import Change, ChangeKind, Pings, SentMessage
@@ -22,6 +30,7 @@ from tests.answers import as_written, fences_balanced
 
 DELIVERIES: list[Delivery] = ["live", "messages"]
 CURSOR = "\u258c"
+T = TypeVar("T")
 
 
 def quiet() -> Log:
@@ -252,3 +261,120 @@ def test_demo_command_prints_progress_transcript_and_result(
     assert "\x1b" not in out  # stdout is no terminal: a plain log
     assert "#general" in out
     assert "status:          completed" in out
+
+
+# --- `cordstream demo --bot`: the example bot, whole, with simulated users ---------------------
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_demo_bot_plays_its_story_through_the_gateway() -> None:
+    before = asyncio.all_tasks()
+    printed: list[str] = []
+    ran = await botdemo.run_bot_demo(Log(printed.append))
+    # Each answer ended as its user made it end: alice's first by her new message, bob's by
+    # his Stop (after a tool round), alice's new one by itself.
+    outcomes = {(name, question.content): turn for name, question, turn in ran.turns}
+    assert {key: turn.status for key, turn in outcomes.items()} == {
+        ("alice", botdemo.TEA): "follow_up_interrupt",
+        ("bob", botdemo.DICE): "stopped_by_user",
+        ("alice", botdemo.GREEN_TEA): "completed",
+    }
+    dice = outcomes["bob", botdemo.DICE]
+    assert [run.call.name for run in dice.tool_runs] == ["roll_dice"]
+    assert isinstance(dice.final.stop_context, discord.Interaction)  # his click (C7)
+    assert ran.refusal == [STOP_REFUSED]  # carol's click, refused privately
+    assert ran.model.asked == [botdemo.TEA, botdemo.DICE, botdemo.GREEN_TEA]
+
+    # The channel: alice's answer (a reply), bob's (the command's response), alice's next.
+    tea, rolled, green = ran.messages
+    assert tea.message_reference is not None
+    assert tea.content.startswith("A good cup of black tea takes four things.")
+    assert rolled.interaction_id is not None
+    assert rolled.content.startswith('The dice say: `{"rolls": [')
+    assert green.message_reference is not None
+    assert green.content.startswith("Green tea is gentler")
+    assert green.content.endswith("🍵")
+    for message in ran.messages:
+        assert not message.content.endswith(CURSOR)
+        assert message.components == ()  # no Stop button left behind (K2)
+    assert outcomes["alice", botdemo.TEA].text == tea.content  # what the channel shows (F2)
+    assert dice.text == rolled.content
+    assert outcomes["alice", botdemo.GREEN_TEA].text == green.content
+
+    # The log: the users' actions in order, each change to the channel as it came; alice's
+    # answer went on after carol's click.
+    actions = [line.split("] ", 1)[1] for line in printed if "] alice: " in line or "press" in line]
+    assert actions == [
+        f"alice: @cordstream {botdemo.TEA}",
+        "carol presses Stop on alice's answer",
+        f"alice: {botdemo.GREEN_TEA}",
+        "bob presses Stop on his answer",
+    ]
+    told = next(i for i, line in enumerate(printed) if "carol is told" in line)
+    assert printed[told].endswith(STOP_REFUSED)
+    assert any("message 1 edited" in line and CURSOR in line for line in printed[told:])
+    assert "channel receives message 2: thinking…" in "\n".join(printed)
+    stamps = [float(line[1:8]) for line in printed]
+    assert stamps == sorted(stamps)
+    assert asyncio.all_tasks() == before
+
+
+def test_demo_bot_renders_the_channel_then_each_turn() -> None:
+    question = Question(1, 2, botdemo.DICE, cast(discord.abc.Messageable, None))
+    segment = StreamResult("stopped_by_user", messages_sent=1)
+    stopped = TurnResult("stopped_by_user", (segment,), TokenUsage(5, 3), usage_estimated=False)
+    shown = botdemo.render(
+        botdemo.BotDemo(
+            [sent(1, "The dice say: 7.")], [("bob", question, stopped)], [], botdemo.ScriptedModel()
+        )
+    )
+    assert shown.splitlines()[1:] == [
+        "══════ #general ══════",
+        "┌─ message 1 (16 chars, pings nobody)",
+        "The dice say: 7.",
+        "└─",
+        "",
+        "══════ turns ══════",
+        "bob    'roll two dice for me'                 stopped_by_user      1 message",
+    ]
+
+
+def test_demo_bot_command_runs_the_story_and_exits_0(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(asyncio, "run", on_virtual_time)  # the story's pace costs no seconds
+    assert main(["demo", "--bot"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("cordstream demo --bot: the example bot on the local Discord's gateway")
+    assert "carol is told, and only she sees it: " + STOP_REFUSED in out
+    assert "══════ turns ══════" in out
+    for status in ("follow_up_interrupt", "stopped_by_user", "completed"):
+        assert f" {status} " in out
+
+
+@pytest.mark.parametrize(
+    ("options", "complaint"),
+    [
+        (["--hang"], "--bot plays its own story"),
+        (["--stop-after", "1"], "--bot plays its own story"),
+        (["--delivery", "messages"], "--bot streams with live delivery"),
+    ],
+)
+def test_demo_bot_refuses_the_options_of_the_other_story(
+    options: list[str], complaint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["demo", "--bot", *options])
+    assert exited.value.code == 2
+    assert (
+        capsys.readouterr().err.splitlines()[-1].startswith(f"cordstream demo: error: {complaint}")
+    )
+
+
+def on_virtual_time(main: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run` on looptime's virtual clock."""
+    loop = looptime.new_event_loop()
+    assert loop.looptime_on
+    with asyncio.Runner(loop_factory=lambda: loop) as runner:
+        return runner.run(main)

@@ -20,9 +20,10 @@ from collections.abc import Sequence
 
 import discord
 
-# The command line, apart from the library: `demo` (the embedded default), `chat` (a real
-# model), `console` (the printing and local-Discord set-up both share).
-from cordstream.shell.cli import chat, demo
+# The command line, apart from the library: `demo` (the embedded default), `botdemo` (`demo
+# --bot`: the example bot, `bot`, with simulated users), `chat` (a real model), `console` (the
+# printing and local-Discord set-up they share).
+from cordstream.shell.cli import botdemo, chat, demo
 from cordstream.shell.cli.console import Failure, Log, say
 
 # The exit status of a command stopped by Ctrl-C (128 + SIGINT), as shells report it.
@@ -44,6 +45,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "chat":
             return _chat(parser, args, name)
+        if args.bot:
+            return _bot_demo(args.demo_parser, args)
         return _demo(args)
     except KeyboardInterrupt:
         # asyncio.run cancelled the command on the first Ctrl-C and waited for its cleanup.
@@ -76,6 +79,25 @@ def _demo(args: argparse.Namespace) -> int:
     view = demo.Terminal.on_stdout(say, title) if _terminal() else Log(say)
     result, messages, _ = asyncio.run(demo.run_demo(options, view))
     say(demo.render(result, messages))
+    return 0
+
+
+def _bot_demo(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if args.stop_after is not None or args.follow_up_after is not None or args.hang:
+        parser.error(
+            "--bot plays its own story: --stop-after, --follow-up-after, --hang do not apply"
+        )
+    if args.delivery != "live":
+        parser.error("--bot streams with live delivery (its Stop button is a live message's)")
+    title = "cordstream demo --bot"
+    say(
+        f"{title}: the example bot on the local Discord's gateway, a scripted model; alice, bob "
+        "and carol ask, interrupt and press Stop"
+    )
+    view = demo.Terminal.on_stdout(say, title) if _terminal() else Log(say)
+    speed = botdemo.SPEED if args.speed is None else args.speed
+    ran = asyncio.run(botdemo.run_bot_demo(view, speed=speed))
+    say(botdemo.render(ran))
     return 0
 
 

@@ -32,6 +32,7 @@ import discord
 
 from cordstream.domain.config import DELIVERIES
 from cordstream.shell.testing.emulator import Change, DiscordEmulator, SentMessage, local_discord
+from cordstream.shell.testing.gateway import LOADING
 
 Printer = Callable[[str], None]
 
@@ -129,11 +130,13 @@ def arrival(message: SentMessage, seconds: float, number: int | None = None) -> 
     """`[  0.124s] channel receives message (46 chars) as a reply: Here is how …`, with the
     message's `number` in the channel (`message 1`) when given."""
     reply = " as a reply" if message.message_reference else ""
+    which = "message" if number is None else f"message {number}"
+    if message.flags & LOADING:
+        return f"[{seconds:7.3f}s] channel receives {which}: thinking… (a deferred slash command)"
     if message.embeds:
         return f"[{seconds:7.3f}s] channel receives embed: {message.embeds[0].get('title')}{reply}"
     first = message.content.strip().split("\n", 1)[0]
     preview = first if len(first) <= PREVIEW else first[: PREVIEW - 1] + "…"
-    which = "message" if number is None else f"message {number}"
     return (
         f"[{seconds:7.3f}s] channel receives {which} ({len(message.content)} chars){reply}: "
         f"{preview}"

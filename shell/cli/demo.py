@@ -139,7 +139,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "message and each edit.",
     )
     delivery_options(demo)
-    demo.add_argument("--speed", type=per_second, default=200.0, help="chunks per second (200)")
+    demo.add_argument(
+        "--speed",
+        type=per_second,
+        help="chunks per second (200); with --bot, the model's words per second (30)",
+    )
     demo.add_argument(
         "--stop-after", type=seconds_from_now, metavar="S", help="a user /stop after S seconds"
     )
@@ -155,11 +159,19 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     demo.add_argument(
         "--timeout", type=positive_seconds, default=3.0, help="inactivity timeout in seconds (3)"
     )
+    demo.set_defaults(demo_parser=demo)  # for the errors only `--bot` can tell
+    demo.add_argument(
+        "--bot",
+        action="store_true",
+        help="run the example bot (examples/bot.py) instead, connected to the local Discord's "
+        "gateway, with a scripted model and users who ask (a mention, /ask), interrupt with a "
+        "new message and press Stop (live delivery; --speed applies)",
+    )
 
 
 def options_from(args: argparse.Namespace) -> Options:
     return Options(
-        speed=args.speed,
+        speed=200.0 if args.speed is None else args.speed,
         humanizer=args.humanizer,
         stop_after=args.stop_after,
         follow_up_after=args.follow_up_after,

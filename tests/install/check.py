@@ -15,7 +15,8 @@ view of the work tree, never a stale `build/`):
    - every public name of `cordstream.domain`, `cordstream.shell`,
      `cordstream.shell.providers` and `cordstream.shell.testing` imports (an adapter whose SDK
      is absent raises the ImportError that names its extra);
-   - `cordstream demo` runs and completes;
+   - `cordstream demo` runs and completes, and so does `cordstream demo --bot` (the example
+     bot, which the wheel carries as `cordstream.shell.cli.bot`);
    - `mypy --strict` passes on `typed_bot.py` (a typed tool loop using `run_turn`,
      `StreamOrchestrator` and a provider) and on the README's Python examples, so the
      library's types reach a user's type checker and the README's code is right.
@@ -191,6 +192,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         step("every public name of cordstream.domain, .shell, .shell.providers, .shell.testing")
         run([venv / "bin" / "cordstream", "demo"], user, expect=r"status:\s+completed")
         step("`cordstream demo` completes")
+        story_ends = r"alice\s+'actually, make it green tea'\s+completed"
+        run([venv / "bin" / "cordstream", "demo", "--bot"], user, expect=story_ends)
+        step("`cordstream demo --bot` (the example bot, from the wheel) completes")
         examples = readme_modules(src / "README.md", user)
         mypy: list[str | Path] = [python, "-m", "mypy", "--strict", "--no-incremental"]
         run([*mypy, "typed_bot.py", *(p.name for p in examples)], user)
