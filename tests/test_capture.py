@@ -225,6 +225,13 @@ def test_E5_several_details_blocks_are_joined_by_a_blank_line() -> None:
     assert result.details_content == "one\n\ntwo"
 
 
+def test_E5_an_empty_details_block_adds_nothing() -> None:
+    _, empty = run("<details><summary>S</summary> \n</details>A\n")
+    assert empty.details_content is None
+    _, result = run("<details>one</details>A\n<details><summary>S</summary></details>B\n")
+    assert result.details_content == "one"
+
+
 def test_E5_text_before_and_after_a_block_on_one_line_keeps_its_order() -> None:
     driver, result = run("Start <details><summary>S</summary>hidden</details> end\n")
     assert driver.messages == ["Start  end"]

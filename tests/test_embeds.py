@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import get_args
 
@@ -522,3 +523,14 @@ class _RaisingCatalogue(Catalogue):
 def test_G6_a_broken_catalogue_still_gives_the_english_exception_embed() -> None:
     embed = exception_embed(ValueError("x"), catalogue=_RaisingCatalogue())
     assert embed == EmbedSpec(ENGLISH["exception.title"], ENGLISH["exception.description"], "error")
+
+
+@pytest.mark.parametrize(
+    ("make", "title"),
+    [(timeout_embed, "timeout.title"), (flush_limit_embed, "flush_limit.title")],
+)
+def test_G6_a_broken_catalogue_keeps_a_warnings_english_title_and_colour(
+    make: Callable[..., EmbedSpec], title: MessageKey
+) -> None:
+    embed = make(catalogue=_RaisingCatalogue())
+    assert embed == EmbedSpec(ENGLISH[title], ENGLISH["exception.description"], "warning")

@@ -280,6 +280,20 @@ def test_L5_a_long_answer_rolls_over_at_line_ends() -> None:
     assert "\n".join(result.messages) == (line * 40).strip()
 
 
+@pytest.mark.parametrize("before", [165, 166])
+def test_L5_near_the_end_a_message_shows_up_to_the_last_space(before: int) -> None:
+    """Within the last eighth of a message, no line end: the word still arriving waits."""
+    driver = manual(max_message_length=200)
+    driver.text("a" * before + " bbb")
+    driver.grant()
+    assert sending(driver) == "a" * before + CURSOR
+
+
+def test_L4_E8_markers_the_answer_leaves_open_are_closed_by_the_final_edit() -> None:
+    _driver, result = run_live("Some **bold text", size=4)
+    assert result.messages == ("Some **bold text**",)
+
+
 def test_L5_a_paragraph_without_line_ends_rolls_over_between_words() -> None:
     text = "alpha beta gamma delta " * 60
     _driver, result = run_live(text, size=5, max_message_length=300)
