@@ -154,19 +154,8 @@ message), `send`, `edit`, `delete` (the bot deleting one of its messages), `typi
 interaction's callback and its webhook: the original response and follow-ups), `commands`
 (application commands), or `other` (a route the emulator does not serve)."""
 
-FaultRoute = Literal[
-    "login",
-    "fetch",
-    "send",
-    "edit",
-    "delete",
-    "typing",
-    "gateway",
-    "interaction",
-    "commands",
-    "other",
-    "any",
-]
+FaultRoute = RouteKind | Literal["any"]
+"""Where `inject` aims a fault: requests of one `RouteKind`, or `"any"` request."""
 
 ChangeKind = Literal["create", "edit", "delete"]
 """What a `Change` did to a channel: a message created, edited, or deleted by a moderator."""
