@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -43,6 +42,7 @@ import discord.http
 
 from cordstream.domain import ProviderError
 from cordstream.domain.config import Delivery
+from cordstream.shell.cli.bot import roll_dice  # the example bot's tool
 from cordstream.shell.cli.console import (
     Failure,
     Printer,
@@ -98,15 +98,6 @@ class ChatOptions:
 
 
 # --- the demo tools ---------------------------------------------------------------------
-
-
-async def roll_dice(arguments: Mapping[str, object]) -> object:
-    """Roll `count` dice with `sides` sides each."""
-    sides, count = arguments.get("sides", 6), arguments.get("count", 1)
-    if not isinstance(sides, int) or not isinstance(count, int) or sides < 2 or count < 1:
-        raise ValueError("sides must be an integer ≥ 2 and count an integer ≥ 1")
-    rolls = [random.randint(1, sides) for _ in range(min(count, 100))]  # a game, not a secret
-    return {"rolls": rolls, "total": sum(rolls)}
 
 
 async def current_time(arguments: Mapping[str, object]) -> object:
