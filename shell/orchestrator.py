@@ -812,7 +812,13 @@ class _Stream:
         if not isinstance(self.target, InteractionTarget):
             return False
         status = None if self.result is None else self.result.status
-        task = self.loop.create_task(self.target.settle(status))
+        return await self.shielded(self.target.settle(status))
+
+    async def shielded(self, work: Coroutine[Any, Any, None]) -> bool:
+        """L4, K1: run `work` (the final edits, or settling the interaction) in a task of its
+        own, shielded from the caller's cancellation and bounded by `FINAL_EDIT_TIMEOUT`, after
+        which its requests are cancelled. True if the caller cancelled meanwhile."""
+        task = self.loop.create_task(work)
         hurried = False
         try:
             await asyncio.wait((task,), timeout=FINAL_EDIT_TIMEOUT)
@@ -858,7 +864,7 @@ class _Stream:
                 edits.append((message, target, None if button else delivery.KEEP))
         if not edits:
             return False
-        channel, mentions, send = self.context.channel, self.context.allowed_mentions, self.target
+        mentions, send = self.context.allowed_mentions, self.target
 
         async def edit() -> None:
             for message, content, view in edits:
@@ -869,15 +875,7 @@ class _Stream:
                     )
                 )
 
-        task = self.loop.create_task(edit())
-        hurried = False
-        try:
-            await asyncio.wait((task,), timeout=FINAL_EDIT_TIMEOUT)
-        except asyncio.CancelledError:
-            hurried = True
-        if not task.done():
-            ratelimit.cancel_requests(channel, {task})
-        return hurried
+        return await self.shielded(edit())
 
     async def send_embed(self, seq: int, embed: EmbedSpec) -> None:
         target, mentions = self.target, self.context.allowed_mentions
