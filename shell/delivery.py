@@ -58,19 +58,8 @@ async def post(
     )
 
 
-@future_safe
-async def send_message(
-    channel: discord.abc.Messageable,
-    content: str,
-    *,
-    reply_to: discord.Message | discord.PartialMessage | None,
-    allowed_mentions: discord.AllowedMentions,
-    view: discord.ui.View | None = None,
-) -> discord.Message:
-    """`post`, its failure a value (`IOFailure`) instead of an exception."""
-    return await post(
-        channel, content, reply_to=reply_to, allowed_mentions=allowed_mentions, view=view
-    )
+send_message = future_safe(post)
+"""`post`, its failure a value (`IOFailure`) instead of an exception."""
 
 
 @future_safe
