@@ -1,6 +1,6 @@
 """`python -m bench.soak [--streams N] [--seed S] [--channels C] [--limited N]
-[--limited-channels C] [--answers N] [--json]`: a soak of the real shell under faults
-(`make soak`).
+[--limited-channels C] [--answers N] [--interactions N] [--interaction-channels C] [--json]`:
+a soak of the real shell under faults (`make soak`).
 
 Thousands of randomized streams go through the real `StreamOrchestrator.stream_to_discord`, a
 real logged-in `discord.Client` and the local `DiscordEmulator`, in batches of C concurrent
@@ -11,7 +11,7 @@ or three streams each answering another user, with requests aimed at their answe
 slow replies, 429 waits, discord.py's 5xx backoff (1, 3, 5, 7, 9 s) and the provider's cleanup
 budget cost no real time.
 
-Three phases, one emulator and client each, the plans of all drawn from the one seeded Random:
+Four phases, one emulator and client each, the plans of all drawn from the one seeded Random:
 
 1. *faults* (`--streams`, 5000, `--channels` 8 at once): the emulator's rate limits off.
 2. *real limits* (`--limited`, 1000, `--limited-channels` 250 at once): the same kind of plans
@@ -25,6 +25,32 @@ Three phases, one emulator and client each, the plans of all drawn from the one 
    Every one must end `completed` with its three lines, in order, in `accumulated_text` and
    in its channel, and no embed (F4, `check_answer`), and no live answer's message request
    may be answered 429 by its channel's limit (L2); any other is an answer lost.
+4. *interactions* (`--interactions`, 500, `--interaction-channels` 20 at once; issue 13, K1,
+   K2): streams into slash commands' interactions. A phase of its own because it needs a
+   bot on the emulator's gateway (`local_bot`: a real `commands.Bot` whose `/ask` receives
+   INTERACTION_CREATE over the websocket and hands its `discord.Interaction` to the soak),
+   and every message and edit then also goes to that bot as a gateway event, which the
+   other phases' thousands of streams need not pay for. Each plan (`asked_plan`) is any
+   stream's script, cleanup, reaction, config and user requests (aimed at the asker's answer,
+   `_for_asker`), without Discord faults (an interaction's requests go through discord.py's
+   webhooks, whose retries are not the ones the oracle counts) and with a plain caller;
+   `StreamContext(interaction, answering=asker, stop_button=..., ephemeral_errors=...)`.
+   The token expires during the stream for a quarter of them
+   (`DiscordEmulator.expire_interaction`), before it starts for 3% (the deferral is refused);
+   70% of the live ones carry the Stop button, clicked (`DiscordEmulator.click`, on the
+   newest message showing it) by the asker, a third user or a moderator in 60% of those; a
+   stream ending on a function call is settled with `finish_interaction`. The oracle judges
+   each as any stream, from its channel's public messages (the "thinking" response that
+   never showed anything aside, `thinking_only`) and the ephemeral ones its asker was shown,
+   its interaction's requests included (K3: allowed mentions, lengths, hidden text,
+   `tests.oracle.message_body`), and with the stops its clicks registered as requests made
+   (`ClickRegistry`); `check_asked` adds K1's and K2's rules: nothing left "thinking" after
+   the result; no public error embed while the token lives where an ephemeral one is due
+   (a public follow-up with an embed, or an embed on the original response after it showed
+   text); a third user's click registers no stop, is not acknowledged as one, and gets the
+   ephemeral refusal while the stream runs; the asker's or a moderator's click while the
+   stream runs registers a stop, and the stream ends stopped. A transcript mismatch (F2) of
+   a stream whose token expired during it is also a message lost at the expiry.
 
 Rules chosen
 ------------
@@ -170,10 +196,11 @@ escaping, callers' `cancelling()` changed and a timeout raising CancelledError, 
 behind follow-ups, the client wedged after a cancel during a global 429 wait, and 37 of 200
 answers lost at the global limit.
 
-Found by the soak and the shell's property tests in live delivery, fix pending: the
-oracle's `KNOWN_DEFECTS` (`tests/oracle.py` says what each is; a strict xfail test in
-tests/test_soak.py pins each). They are counted and sampled apart ("known defects"), not in
-the must-be-zero figures.
+Found by the soak and the shell's property tests, fix pending: the oracle's `KNOWN_DEFECTS`
+(`tests/oracle.py` says what each is; a strict xfail test in tests/test_soak.py pins each).
+They are counted and sampled apart ("known defects"), not in the must-be-zero figures. Now
+one, found by the interactions phase: `thinking_after_expiry` (a token that expires while the
+original response is still "thinking" leaves it thinking, `_expired_thinking`).
 
 Must be zero (the exit status is 1 otherwise): exceptions escaped, streams stuck (not done
 within 900 virtual seconds), leaked tasks, leaked listeners, unexplained registry entries,
@@ -181,10 +208,12 @@ transcript mismatches, pings, invariant violations, callers whose `cancelling()`
 timeout callers that got CancelledError instead of TimeoutError, stops lost, wedged clients,
 answers lost or incomplete, results with anomalies (events a correct shell never feeds the
 core), of live delivery, messages left with the cursor, messages whose text shrank, and
-message requests answered 429 by a channel's limit, and per answer (C9), streams ended by a
+message requests answered 429 by a channel's limit, per answer (C9), streams ended by a
 request meant for another stream (`cross_answer`), streams a request meant for them did not
 end (`request_ignored`, B4: for every stream), and registry entries no later stream would
-take (`leaks`). A *global* 429 is not one of them: in
+take (`leaks`), and of interactions (K1, K2), answers left "thinking", messages lost at a
+token's expiry, public error embeds where an ephemeral one was due, refused Stop clicks that
+stopped, and accepted ones that did not. A *global* 429 is not one of them: in
 the real-limits phase the global limit is met by requests cordstream does not pace (discord.py
 retrying a 5xx or a 429 it was answered, all of a client's requests going at once when a
 global 429 wait ends) and, until it is paced, by the shell's final edit after a caller's
@@ -208,13 +237,21 @@ from typing import Any, Final, Literal, NoReturn, TypeAlias, cast, get_args
 
 import discord
 import looptime
+from discord.ext import commands
 
 from cordstream import domain
 from cordstream.domain import StopRequest
-from cordstream.shell import StreamConfig, StreamContext, StreamOrchestrator, ratelimit
+from cordstream.shell import (
+    StreamConfig,
+    StreamContext,
+    StreamOrchestrator,
+    finish_interaction,
+    ratelimit,
+)
+from cordstream.shell.buttons import STOP_BUTTON_PREFIX, STOP_REFUSED
 from cordstream.shell.orchestrator import CLOSE_GRACE, CLOSE_TIMEOUT
 from cordstream.shell.stops import StopRegistry
-from cordstream.shell.testing import emulator
+from cordstream.shell.testing import GuildMember, InteractionRecord, emulator, local_bot
 from cordstream.shell.testing.script import Hang, Raw, ScriptProvider, ScriptStream, Sleep
 from cordstream.shell.testing.script import Step as ScriptStep
 from tests.oracle import (
@@ -313,6 +350,11 @@ MUST_BE_ZERO: Final = (
     "cross_answer_stops",
     "stops_missed",
     "entries_leaked",
+    "left_thinking",
+    "expiry_losses",
+    "public_embeds",
+    "refused_clicks_obeyed",
+    "accepted_clicks_ignored",
 )
 
 
@@ -456,6 +498,25 @@ def _count(value: object) -> int:
 # -- plans -------------------------------------------------------------------------------------
 
 
+# Who clicks an answer's Stop button (K2, C10): the user it answers, a third user (refused), a
+# moderator (Manage Messages: allowed).
+Clicker: TypeAlias = Literal["asker", "third", "moderator"]
+CLICKERS: Final[tuple[Clicker, ...]] = get_args(Clicker)
+
+
+@dataclass(frozen=True)
+class Asking:
+    """What a stream into an interaction adds to its plan (K1, K2): the Stop button, whether
+    errors are ephemeral (`StreamContext.ephemeral_errors`), when its token expires (seconds
+    after the stream starts; 0: before it starts, so the deferral fails; None: not during the
+    soak), and who clicks its Stop button when."""
+
+    stop_button: bool
+    ephemeral_errors: bool
+    expire_at: float | None
+    clicks: tuple[tuple[Clicker, float], ...]
+
+
 @dataclass(frozen=True)
 class Plan:
     index: int
@@ -488,6 +549,8 @@ class Plan:
     per_answer: bool = False
     answering: int | None = None
     start_at: float = 0.0
+    # A stream into a slash command's interaction (the interactions phase, `asked_plan`).
+    asking: Asking | None = None
 
 
 SNIPPETS: Final = (
@@ -962,6 +1025,14 @@ class Outcome(Observed):
     foreign: dict[object, Fired] = field(default_factory=dict)
     targets: list[str] = field(default_factory=list)
     misadmitted: list[str] = field(default_factory=list)
+    # A stream into an interaction (`Plan.asking`): its record in the emulator, where its
+    # channel's messages began, when its token was made to expire (None: not during the
+    # call), the clicks on its Stop button, and whether it was left "thinking" once settled.
+    record: InteractionRecord | None = None
+    first_message: int = 0
+    expired_at: float | None = None
+    clicks: list[Click] = field(default_factory=list)
+    thinking_left: bool = False
 
     def interrupted(self) -> bool:
         """The caller's own cancel or timeout ended the call: no result, by design (B11)."""
@@ -1018,6 +1089,18 @@ class Report:
     entries_leaked: int = 0
     answer_streams: int = 0  # streams of answer groups (each answering a user, C9)
     targets: Counter[str] = field(default_factory=Counter)  # what their requests did
+    # Interactions (K1, K2): answers left "thinking" after their result; F2 transcripts wrong
+    # after a token expired during the stream (a message lost); public error embeds where an
+    # ephemeral one was due; refused Stop clicks that stopped (or were taken for a stop);
+    # accepted Stop clicks that did not stop the stream streaming.
+    left_thinking: int = 0
+    expiry_losses: int = 0
+    public_embeds: int = 0
+    refused_clicks_obeyed: int = 0
+    accepted_clicks_ignored: int = 0
+    interaction_streams: int = 0
+    clicks: Counter[str] = field(default_factory=Counter)  # who clicked, and what came of it
+    expiries: Counter[str] = field(default_factory=Counter)  # token expiries, by moment
     live_streams: int = 0  # streams with delivery="live" (the others: "messages")
     live_global_429s: int = 0  # live streams' message requests answered a global 429
     shared_streams: int = 0  # live streams sharing a channel with others of their group
@@ -1653,6 +1736,10 @@ def tally(report: Report, outcome: Outcome) -> None:
     report.shared_streams += outcome.plan.group is not None and not outcome.plan.per_answer
     report.answer_streams += outcome.plan.per_answer
     report.targets.update(outcome.targets)
+    if outcome.plan.asking is not None:
+        report.interaction_streams += 1
+        report.clicks.update(click_label(outcome, c) for c in outcome.clicks)
+        report.expiries[expiry_label(outcome)] += 1
     if outcome.plan.delete_at is not None:
         report.deletions[deletion_label(outcome)] += 1
     if outcome.escaped is not None:
@@ -1690,6 +1777,8 @@ def tally(report: Report, outcome: Outcome) -> None:
         match name:
             case "transcript":
                 report.transcript_mismatches += 1
+                expired = outcome.expired_at
+                report.expiry_losses += expired is not None and expired <= outcome.done_at
             case "cancelling":
                 report.cancelling_changed += 1
             case "timeout_as_cancelled":
@@ -1708,6 +1797,14 @@ def tally(report: Report, outcome: Outcome) -> None:
                 report.cross_answer_stops += 1
             case "request_ignored" | "B4":
                 report.stops_missed += 1
+            case "left_thinking":
+                report.left_thinking += 1
+            case "public_embed":
+                report.public_embeds += 1
+            case "refused_click_obeyed":
+                report.refused_clicks_obeyed += 1
+            case "click_ignored":
+                report.accepted_clicks_ignored += 1
         _sample(report, outcome, f"{name}: {detail}")
 
 
@@ -1820,7 +1917,7 @@ def check_stream(outcome: Outcome) -> list[Violation]:
     if outcome.stuck:
         return [("stuck", f"not done within {STREAM_LIMIT} virtual seconds")]
     found = check(outcome) + check_caller(outcome) + _check_plan(outcome)
-    return found + check_targets(outcome)
+    return found + check_targets(outcome) + check_asked(outcome)
 
 
 def check_targets(outcome: Outcome) -> list[Violation]:
@@ -1939,6 +2036,473 @@ async def run_phase(
                 tally(report, outcome)
             report.batches += 1
         report.rate_limit_hits.update(env.api.rate_limit_hits)
+
+
+# -- the interactions phase --------------------------------------------------------------------
+
+INTERACTION_SHARE: Final = 0.28  # of the interaction plans, those whose token expires
+
+
+@dataclass(frozen=True)
+class Click:
+    """A click on a stream's Stop button: who, when (loop time), and its record (None: there
+    was no button to click then)."""
+
+    who: Clicker
+    at: float
+    record: InteractionRecord | None
+
+
+class ClickRegistry(TimedRegistry):
+    """The soak's registry for interactions: it also keeps every stop offered to it, with the
+    entry it registered (`offers`), so that the stops a Stop button's click registers (their
+    context is the click's `discord.Interaction`, `cordstream.shell.buttons`) are judged like
+    the soak's own requests."""
+
+    def __init__(self, *, clock: Callable[[], float], max_age: float) -> None:
+        super().__init__(clock=clock, max_age=max_age)
+        self.offers: list[tuple[int, Fired]] = []  # (channel id, the stop as a request made)
+
+    def request_stop(
+        self,
+        channel_id: int,
+        requester_id: str | None = None,
+        context: object = None,
+        *,
+        answering: int | None = None,
+    ) -> bool:
+        before = self.entries(channel_id)
+        seq = self.tick()
+        accepted = super().request_stop(channel_id, requester_id, context, answering=answering)
+        after = self.entries(channel_id)
+        entry = next((e for e in after if not any(e is b for b in before)), None)
+        displaced = tuple(b for b in before if not any(b is a for a in after))
+        request = Request("stop", requester_id, "during", answering=answering)
+        made = Fired(request, self.clock(), accepted, context, None, entry, displaced, seq)
+        self.offers.append((channel_id, made))
+        return accepted
+
+
+@dataclass
+class Asked:
+    """The interactions phase's world: the emulator, the bot on its gateway, its members by
+    role, the interactions the bot received and the soak waits for (by plan index), and the
+    clicks under way."""
+
+    env: Env
+    bot: commands.Bot
+    members: dict[Clicker, GuildMember]
+    channel_ids: list[int]
+    pending: dict[int, asyncio.Future[discord.Interaction[Any]]]
+    clicking: set[asyncio.Task[None]] = field(default_factory=set)
+
+
+def asked_plan(rng: random.Random, index: int, asker: int) -> Plan:
+    """A stream into a slash command's interaction (K1), answering `asker`: a script, cleanup,
+    reaction, config and user requests drawn as any stream's (the requests aimed at the
+    asker's answer, `_for_asker`), no Discord fault (an interaction's requests go through
+    discord.py's webhooks, which retry otherwise), a plain caller; a Stop button on 70% of the
+    live ones (K2), clicked by the asker, a third user or a moderator in 60% of those; errors
+    ephemeral (80%, the default) or public; the token expiring during the stream (25%) or
+    before it starts (3%)."""
+    plan = make_plan(rng, index)
+    live = plan.config.delivery == "live"
+    stop_button = live and rng.random() < 0.7
+    clicks: tuple[tuple[Clicker, float], ...] = ()
+    if stop_button and rng.random() < 0.6:
+        clicks = tuple(
+            (rng.choices(CLICKERS, [45, 35, 20])[0], round(rng.uniform(0.0, 3.0), 4) + OFFSET)
+            for _ in range(rng.choice([1, 1, 2]))
+        )
+    roll = rng.random()
+    expire_at: float | None = None
+    if roll < INTERACTION_SHARE - 0.03:
+        moment = rng.choice([rng.uniform(0.0, 0.5), rng.uniform(0.0, 4.0)])
+        expire_at = round(moment, 4) + OFFSET
+    elif roll < INTERACTION_SHARE:
+        expire_at = 0.0
+    return replace(
+        plan,
+        faults=(),
+        requests=tuple(_for_asker(rng, r, asker) for r in plan.requests),
+        reply=False,
+        caller="plain",
+        caller_at=0.0,
+        race=False,
+        delete_at=None,
+        answering=asker,
+        asking=Asking(stop_button, rng.random() < 0.8, expire_at, clicks),
+    )
+
+
+def _for_asker(rng: random.Random, request: Request, asker: int) -> Request:
+    """A request of `make_plan`, aimed at the asker's answer (C9): the user's stop is the
+    asker's (at their answer, or channel-wide), a follow-up is the asker's new message
+    (`request_follow_up` or `interrupt_own_answer`); system and internal stops stay
+    channel-wide."""
+    if request.kind == "follow_up":
+        return replace(request, requester=str(asker), own=rng.random() < 0.5)
+    if request.requester == "user-1":
+        aimed = asker if rng.random() < 0.5 else None
+        return replace(request, requester=str(asker), answering=aimed)
+    return request
+
+
+def stop_button_on(
+    api: emulator.DiscordEmulator, channel_id: int, first: int
+) -> tuple[int, str] | None:
+    """The newest message of the channel (from `first` on) showing a Stop button, and the
+    button's custom id."""
+    for message in reversed(api.messages(channel_id)[first:]):
+        for row in message.components:
+            for item in row.get("components", ()):
+                custom_id = item.get("custom_id")
+                if isinstance(custom_id, str) and custom_id.startswith(STOP_BUTTON_PREFIX):
+                    return message.id, custom_id
+    return None
+
+
+async def click(asked: Asked, outcome: Outcome, who: Clicker) -> None:
+    """`who` clicks the stream's Stop button, if a message of it shows one now."""
+    api = asked.env.api
+    at = asyncio.get_running_loop().time()
+    found = stop_button_on(api, outcome.channel_id, outcome.first_message)
+    record: InteractionRecord | None = None
+    if found is not None:
+        try:
+            record = await api.click(asked.members[who], *found)
+        except ValueError:  # gone meanwhile (the final edit removed it)
+            record = None
+    outcome.clicks.append(Click(who, at, record))
+
+
+async def run_interaction(asked: Asked, plan: Plan, channel_id: int) -> Outcome:
+    """The asker runs `/ask` in the channel; the bot hands the interaction it receives over
+    the gateway to the soak, which streams the plan into it (`StreamContext(interaction,
+    answering=asker, stop_button=..., ephemeral_errors=...)`), makes the plan's requests,
+    expires the token and clicks the Stop button when the plan says; a stream ending on a
+    function call is settled with `finish_interaction` (K1). Never raises (but for the soak's
+    own cancellation of a stuck stream)."""
+    loop = asyncio.get_running_loop()
+    env, asking = asked.env, cast(Asking, plan.asking)
+    api, asker = env.api, asked.members["asker"]
+    provider = SoakProvider(
+        plan.steps, headline=plan.headline, cleanup=plan.cleanup, reaction=plan.reaction
+    )
+    outcome = outcome_of(plan, channel_id, 0, provider)
+    outcome.first_message = len(api.messages(channel_id))
+    received = loop.create_future()
+    asked.pending[plan.index] = received
+    try:
+        record = await api.slash(asker, "ask", {"question": str(plan.index)}, channel_id=channel_id)
+        outcome.record = record
+        interaction = await received
+    except asyncio.CancelledError:
+        if env.killing:
+            raise
+        outcome.escaped = asyncio.CancelledError("the interaction never reached the bot")
+        return outcome
+
+    def make(request: Request) -> None:
+        fire(env, channel_id, plan, request, outcome.fired)
+
+    def expire() -> None:
+        if outcome.done_at == 0.0:  # not once the call returned: nothing to see
+            api.expire_interaction(record)
+            outcome.expired_at = loop.time()
+
+    def press(who: Clicker) -> None:
+        task = loop.create_task(click(asked, outcome, who))
+        asked.clicking.add(task)
+        task.add_done_callback(asked.clicking.discard)
+
+    for request in plan.requests:
+        if request.when == "before":
+            make(request)
+        elif request.when == "during":
+            loop.call_later(request.at, make, request)
+    if asking.expire_at == 0.0:
+        expire()  # before the stream starts: its deferral fails (K1)
+    elif asking.expire_at is not None:
+        loop.call_later(asking.expire_at, expire)
+    for who, at in asking.clicks:
+        loop.call_later(at, press, who)
+    context = StreamContext(
+        interaction,
+        suppress_user_errors=plan.suppress,
+        on_stream_progress=_raiser if plan.progress_raises else None,
+        answering=asker.id,
+        stop_button=asking.stop_button,
+        ephemeral_errors=asking.ephemeral_errors,
+    )
+    try:
+        try:
+            outcome.result = await env.orchestrator.stream_to_discord(
+                provider, plan.config, context
+            )
+        finally:
+            outcome.done_at = loop.time()
+            outcome.provider_running = provider.running
+        if outcome.result.status == "function_call":
+            await finish_interaction(interaction)  # the bot gives up its tool loop
+    except asyncio.CancelledError as error:
+        if env.killing:
+            raise
+        outcome.escaped = error
+    except Exception as error:
+        outcome.escaped = error
+    for request in plan.requests:
+        if request.when == "after":
+            loop.call_later(request.at, make, request)
+    return outcome
+
+
+def _latest_asking(plans: Sequence[Plan]) -> float:
+    """How long after a batch started its last request, expiry or click happens, at most."""
+    moments = [_latest_request(plans)]
+    for plan in plans:
+        if plan.asking is not None:
+            moments += [at for _, at in plan.asking.clicks]
+            moments.append(plan.asking.expire_at or 0.0)
+    return max(moments)
+
+
+def thinking_only(history: Sequence[emulator.Change]) -> set[int]:
+    """The messages that only ever showed "thinking" (a deferral's response: no content, no
+    embed): cordstream's, not the answer's; they are not part of its transcript (F2)."""
+    shown = {c.message_id for c in history if c.kind != "delete" and (c.content or c.embeds)}
+    return {c.message_id for c in history} - shown
+
+
+async def run_asked_batch(asked: Asked, plans: Sequence[Plan], report: Report) -> list[Outcome]:
+    """One batch of the interactions phase, judged as `run_batch` judges its own: every
+    request, expiry and click has happened, the clicks are answered, what cancelled calls
+    handed over has ended, leaked tasks and listeners are counted, the registry is judged;
+    each stream's record is its channel's public messages (the "thinking" ones aside) and
+    the ephemeral ones it showed its user, its requests (its interaction's too), and the
+    stops its Stop button's clicks registered (`ClickRegistry.offers`)."""
+    loop = asyncio.get_running_loop()
+    env = asked.env
+    api, stops = env.api, cast(ClickRegistry, env.stops)
+    tasks_before = set(asyncio.all_tasks())
+    first_request = len(api.requests)
+    channels = asked.channel_ids[: len(plans)]
+    first_change = {c: len(api.history(c)) for c in channels}
+    stops.offers.clear()
+    tasks = [
+        loop.create_task(run_interaction(asked, plan, channel_id))
+        for plan, channel_id in zip(plans, channels, strict=True)
+    ]
+    done, stuck = await asyncio.wait(tasks, timeout=STREAM_LIMIT)
+    env.killing = True
+    for task in stuck:
+        task.cancel()
+    await asyncio.gather(*stuck, return_exceptions=True)
+    env.killing = False
+    outcomes: list[Outcome] = []
+    for plan, channel_id, task in zip(plans, channels, tasks, strict=True):
+        if task in done:
+            outcomes.append(task.result())
+        else:
+            outcome = outcome_of(plan, channel_id, 0, SoakProvider(()))
+            outcome.stuck = True
+            outcomes.append(outcome)
+    last = max(o.done_at for o in outcomes) + _latest_asking(plans) + 0.001
+    if last > loop.time():
+        await asyncio.sleep(last - loop.time())
+    while asked.clicking:
+        await asyncio.gather(*asked.clicking, return_exceptions=True)
+    try:
+        async with asyncio.timeout(BACKGROUND_LIMIT):
+            await ratelimit.drain_background()
+            await api.idle()
+    except TimeoutError:
+        pass
+    leftover = leftover_tasks(tasks_before)
+    report.leaked_tasks += len(leftover)
+    report.leaked_task_names.extend(leftover)
+    report.leaked_listeners += stops.listening()
+    report.entries_leaked += len(stops.leaks())
+    requests = api.requests[first_request:]
+    for outcome in outcomes:
+        channel_id, record = outcome.channel_id, outcome.record
+        history = api.history(channel_id)[first_change[channel_id] :]
+        hidden = thinking_only(history)
+        outcome.history = [c for c in history if c.message_id not in hidden]
+        public = api.messages(channel_id)[outcome.first_message :]
+        mine = [m for m in public if m.id not in hidden]
+        if record is not None:
+            mine += record.ephemeral  # what only the asker sees (K1: error embeds)
+            outcome.thinking_left = record.thinking
+        outcome.messages = sorted(mine, key=lambda m: m.id)
+        outcome.requests = [r for r in requests if r.channel_id == channel_id]
+        outcome.ended_at = stops.unlistened.get(channel_id)
+        outcome.registry_entry = stops.peek(channel_id)
+        outcome.registry_entries = tuple(stops.entries(channel_id))  # the asker's slot's too
+        outcome.misadmitted = env.misadmitted.get(outcome.plan.index, [])
+        clicked = {c.record.id for c in outcome.clicks if c.record is not None}
+        outcome.fired += [
+            made
+            for offered, made in stops.offers
+            if offered == channel_id
+            and isinstance(made.context, discord.Interaction)
+            and made.context.id in clicked
+        ]
+        outcome.fired.sort(key=lambda f: f.at)
+        judge_registry(env, outcome, report)
+    stops.forget()
+    env.misadmitted = {}
+    if not await probe_client(env):
+        report.wedged_clients += 1
+        report.samples.append(f"batch {report.batches}: a probe send did not complete (B11)")
+    return outcomes
+
+
+async def interactions_phase(
+    report: Report, rng: random.Random, streams: int, channels: int
+) -> None:
+    """`streams` streams into slash commands' interactions, `channels` at once (one per
+    channel), through a real `commands.Bot` on the emulator's gateway (`local_bot`): its
+    `/ask` command hands each interaction it receives to the soak (`run_interaction`)."""
+    loop = asyncio.get_running_loop()
+    api = emulator.DiscordEmulator()
+    # discord.py reconnects when no gateway event came for `heartbeat_timeout` seconds of the
+    # loop's clock, while it heartbeats on the real one: on looptime, a quiet minute would
+    # make it reconnect (and resume), which is not what the soak is after.
+    bot = commands.Bot(command_prefix="!", intents=discord.Intents.default(), heartbeat_timeout=1e9)
+    stops = ClickRegistry(clock=loop.time, max_age=MAX_AGE)
+    pending: dict[int, asyncio.Future[discord.Interaction[Any]]] = {}
+
+    @bot.tree.command(description="Ask the model")
+    async def ask(interaction: discord.Interaction[Any], question: str) -> None:
+        received = pending.pop(int(question), None)
+        if received is not None and not received.done():
+            received.set_result(interaction)
+
+    async with local_bot(bot, api):
+        members: dict[Clicker, GuildMember] = {
+            "asker": api.add_member("asker"),
+            "third": api.add_member("carol"),
+            "moderator": api.add_member("moderator", manage_messages=True),
+        }
+        ids = [api.channel_id, *(api.add_channel(f"ask-{n}") for n in range(1, channels))]
+        probe = bot.get_partial_messageable(api.add_channel("ask-probe"))
+        env = Env(api, StreamOrchestrator(stops), stops, [], {}, probe)
+        asked = Asked(env, bot, members, ids, pending)
+        index, last = report.streams, report.streams + streams
+        while index < last:
+            count = min(channels, last - index)
+            plans = [asked_plan(rng, index + k, members["asker"].id) for k in range(count)]
+            index += count
+            for outcome in await run_asked_batch(asked, plans, report):
+                tally(report, outcome)
+            report.batches += 1
+
+
+def check_asked(outcome: Outcome) -> list[Violation]:
+    """K1, K2, C10 for a stream into an interaction: nothing left "thinking" once it is
+    settled (`left_thinking`; a known defect apart, `_expired_thinking`); no public error
+    embed where an ephemeral one was due (a public follow-up with an embed while the token
+    lived and errors are ephemeral, or an embed on the original response after it showed
+    text); a third
+    user's click registers no stop, is not acknowledged as a stop, ends nothing, and, made
+    while the stream listened, is answered with the ephemeral refusal; an allowed click
+    (the asker's, a moderator's) made while the stream listened registered a stop, and the
+    stream ended stopped (the oracle judges that stop as any request: B3, C7)."""
+    asking, result = outcome.plan.asking, outcome.result
+    if asking is None:
+        return []
+    found: list[Violation] = []
+    if outcome.thinking_left:
+        name = "thinking_after_expiry" if _expired_thinking(outcome) else "left_thinking"
+        status = result.status if result is not None else "no result"
+        found.append((name, f"still thinking after {status}"))
+    found += _public_embeds(outcome, asking)
+    listened = outcome.end
+    for made in outcome.clicks:
+        record = made.record
+        if record is None:
+            continue
+        # The stop the click registered: its context is the click (`ClickRegistry`).
+        stop = next((f for f in outcome.fired if getattr(f.context, "id", None) == record.id), None)
+        during = made.at < listened - EPSILON_SOAK
+        if made.who == "third":
+            if stop is not None or 6 in record.responses:
+                found.append(("refused_click_obeyed", f"a third user's click at {made.at:.4f}"))
+            refusal = [m.content for m in record.ephemeral]
+            if during and refusal != [STOP_REFUSED]:
+                found.append(("refusal_missing", f"the click at {made.at:.4f} got {refusal}"))
+            continue
+        if during and stop is None:
+            found.append(("click_ignored", f"{made.who}'s click at {made.at:.4f}: no stop"))
+        elif stop is not None and (result is None or result.status != "stopped_by_user"):
+            status = result.status if result is not None else "no result"
+            found.append(("click_ignored", f"{made.who}'s click at {made.at:.4f}: {status}"))
+    return found
+
+
+EPSILON_SOAK: Final = 1e-6
+
+
+def _expired_thinking(outcome: Outcome) -> bool:
+    """Whether the token expired while the original response was still "thinking" (nothing
+    shown in it before): known defect `thinking_after_expiry` (`tests.oracle.KNOWN_DEFECTS`)."""
+    record, expired = outcome.record, outcome.expired_at
+    if record is None or expired is None or record.original_id is None:
+        return False
+    return not any(
+        c.message_id == record.original_id and c.at < expired and (c.content or c.embeds)
+        for c in outcome.history
+    )
+
+
+def _public_embeds(outcome: Outcome, asking: Asking) -> list[Violation]:
+    """K1: error, timeout and warning embeds are the asker's alone (ephemeral follow-ups)
+    while the token lives, when `ephemeral_errors`; only one that comes before any text
+    replaces the "thinking" response, publicly. After the token expired every embed goes to
+    the channel."""
+    if not asking.ephemeral_errors:
+        return []
+    found: list[Violation] = []
+    expired = outcome.expired_at if outcome.expired_at is not None else float("inf")
+    showed: set[int] = set()
+    for change in outcome.history:
+        if change.kind == "delete":
+            continue
+        if change.embeds and change.at < expired:
+            if change.kind == "create" or change.message_id in showed:
+                found.append(("public_embed", f"a public embed at {change.at:.4f}"))
+        elif change.content:
+            showed.add(change.message_id)
+    return found
+
+
+def click_label(outcome: Outcome, made: Click) -> str:
+    """Who clicked a Stop button, and what came of it (K2, C10)."""
+    if made.record is None:
+        return f"{made.who}: no button to click"
+    context = outcome.result.stop_context if outcome.result is not None else None
+    mine = context is not None and getattr(context, "id", None) == made.record.id
+    if made.who == "third":
+        return f"{made.who}: refused" + (", answered ephemerally" if made.record.ephemeral else "")
+    if mine:
+        return f"{made.who}: stopped the answer"
+    if made.at >= outcome.end:
+        return f"{made.who}: after the answer ended"
+    return f"{made.who}: the answer was stopping already"
+
+
+def expiry_label(outcome: Outcome) -> str:
+    """When an interaction's token expired, relative to the stream."""
+    asking = cast(Asking, outcome.plan.asking)
+    if asking.expire_at is None:
+        return "not during the stream"
+    if asking.expire_at == 0.0:
+        return "before the stream started (deferral refused)"
+    if outcome.expired_at is None:
+        return "planned after the answer ended"
+    messages = len(outcome.result.messages) if outcome.result is not None else 0
+    return f"during the stream ({'text shown' if messages else 'no text yet'} at the end)"
 
 
 # -- the answers phase -------------------------------------------------------------------------
@@ -2067,10 +2631,14 @@ async def soak_async(
     limited: int = 0,
     limited_channels: int = 200,
     answers: int = 0,
+    interactions: int = 0,
+    interaction_channels: int = 20,
 ) -> Report:
-    """The three phases: `streams` streams under faults, `channels` at once, with Discord's
+    """The four phases: `streams` streams under faults, `channels` at once, with Discord's
     limits off; `limited` streams under the same faults, `limited_channels` at once, with
-    Discord's real rate limits on; `answers` clean 3-line answers all at once under them."""
+    Discord's real rate limits on; `answers` clean 3-line answers all at once under them;
+    `interactions` streams into slash commands' interactions, `interaction_channels` at
+    once, through a bot on the emulator's gateway."""
     report = Report(seed=seed, channels=channels)
     rng = random.Random(seed)
     loop = asyncio.get_running_loop()
@@ -2083,6 +2651,11 @@ async def soak_async(
             lambda: run_phase(report, rng, limited, limited_channels, emulator.RateLimits()),
         ),
         ("answers", answers, lambda: answers_phase(report, rng, answers)),
+        (
+            "interactions",
+            interactions,
+            lambda: interactions_phase(report, rng, interactions, interaction_channels),
+        ),
     ]
     for name, count, run in phases:
         if not count:
@@ -2107,9 +2680,12 @@ def soak(
     limited: int = 0,
     limited_channels: int = 200,
     answers: int = 0,
+    interactions: int = 0,
+    interaction_channels: int = 20,
 ) -> Report:
     """Run the soak on a looptime loop; the report has the real seconds it took."""
-    if min(streams, limited, answers) < 0 or channels < 1 or limited_channels < 1:
+    counts = (streams, limited, answers, interactions)
+    if min(counts) < 0 or min(channels, limited_channels, interaction_channels) < 1:
         raise ValueError("stream counts must be >= 0 and channel counts >= 1")
     wall = time.perf_counter()
     with asyncio.Runner(loop_factory=looptime.new_event_loop) as runner:
@@ -2121,6 +2697,8 @@ def soak(
                 limited=limited,
                 limited_channels=limited_channels,
                 answers=answers,
+                interactions=interactions,
+                interaction_channels=interaction_channels,
             )
         )
     report.wall_seconds = time.perf_counter() - wall
@@ -2159,6 +2737,12 @@ def render(report: Report) -> str:
         ("streams a request for them did not end", report.stops_missed),
         ("registry entries no later stream takes (C9)", report.entries_leaked),
         ("streams sharing a channel, each answering a user", report.answer_streams),
+        ("interactions left thinking after the result (K1)", report.left_thinking),
+        ("messages lost at a token's expiry (K1, F2)", report.expiry_losses),
+        ("public error embeds due ephemeral (K1)", report.public_embeds),
+        ("refused Stop clicks that stopped (K2, C10)", report.refused_clicks_obeyed),
+        ("accepted Stop clicks that did not stop (K2)", report.accepted_clicks_ignored),
+        ("streams into a slash command's interaction", report.interaction_streams),
         ("live streams (the others: messages delivery)", report.live_streams),
         ("live requests answered a global 429 (allowed)", report.live_global_429s),
         ("live streams sharing a channel (2 or 3)", report.shared_streams),
@@ -2184,6 +2768,8 @@ def render(report: Report) -> str:
         ("callers", report.callers),
         ("stops racing follow-ups", report.races),
         ("requests aimed at answers (C9)", report.targets),
+        ("Stop button clicks (K2)", report.clicks),
+        ("interaction tokens expired (K1)", report.expiries),
         ("moderators' deletions of a live message", report.deletions),
         ("429s from Discord's real rate limits", report.rate_limit_hits),
         ("violations", report.violations),
@@ -2220,6 +2806,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--answers", type=int, default=1000, help="3-line answers at once, at 50/s (1000)"
     )
+    parser.add_argument(
+        "--interactions",
+        type=int,
+        default=500,
+        help="streams into slash commands' interactions, through a bot on the gateway (500)",
+    )
+    parser.add_argument(
+        "--interaction-channels", type=int, default=20, help="their concurrent channels (20)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     report = soak(
@@ -2229,6 +2824,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         limited=args.limited,
         limited_channels=args.limited_channels,
         answers=args.answers,
+        interactions=args.interactions,
+        interaction_channels=args.interaction_channels,
     )
     print(json.dumps(report.as_json()) if args.json else render(report))
     return 1 if report.failures() else 0

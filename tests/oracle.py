@@ -12,10 +12,11 @@ extend it); `check(observed)` returns the violations, `[]` when every invariant 
   core an impossible event).
 - B10, B11: a started provider is told to stop, closed with `aclose()`, and none of its code
   still runs when the call returns.
-- E7, F1, G7 and what must never be shown: no send over min(2000, max_message_length), every
-  send with `allowed_mentions` that parse nothing, no message that pings, none holding a
-  `hidden` text, no request refused as malformed (400); the first message replies when asked,
-  later ones do not; no embed when suppressed.
+- E7, F1, G7, K3 and what must never be shown: no send over min(2000, max_message_length),
+  every send (an interaction's requests that show a message too, `message_body`) with
+  `allowed_mentions` that parse nothing, no message that pings, none holding a `hidden` text,
+  no request refused as malformed (400); the first message replies when asked, later ones do
+  not; no embed when suppressed.
 - F2: `messages` is the transcript of the non-embed messages Discord accepted, in order,
   `accumulated_text` their join by "\\n", `messages_sent` their number, whatever the status.
 - B4: a request made before the stream resolves it before the provider starts, and sends no
@@ -122,7 +123,13 @@ MESSAGE_REQUESTS: Final = frozenset({"send", "edit"})
 # - `limit_loop`: a code block rolls over into a message that `send_message_limit` or
 #   `flush_limit` forbids; the core asks for the channel's turn again and again, and the call
 #   never returns (B1; see `limit_loop`, which the harnesses ask of a stuck stream).
-KNOWN_DEFECTS: Final[frozenset[str]] = frozenset()  # all four fixed (2026-12-02): none pending
+# The four above were fixed (2026-12-02). Pending, found by the soak's interactions phase:
+# - `thinking_after_expiry` (K1): the interaction's token expires while its original response
+#   still shows "thinking" (no text yet); the shell edits that message through the channel's
+#   route, which does not end the thinking state (Discord keeps the LOADING flag on it, as the
+#   emulator does), so the answer is left "thinking" after its result. Pinned by
+#   `test_K1_a_token_expiring_while_the_answer_thinks_leaves_nothing_thinking`.
+KNOWN_DEFECTS: Final[frozenset[str]] = frozenset({"thinking_after_expiry"})
 
 RequestKind: TypeAlias = Literal["stop", "follow_up"]
 When: TypeAlias = Literal["before", "during", "after"]
@@ -171,7 +178,7 @@ class Fired:
     request: Request
     at: float
     accepted: bool
-    context: str
+    context: object  # a string of the harness, or what a caller passed (a click)
     replaced: StopRequest | None = None
     entry: StopRequest | None = None
     displaced: tuple[StopRequest, ...] = ()
@@ -285,9 +292,9 @@ def _check_messages(observed: Observed) -> list[Violation]:
     limit = min(DISCORD_LIMIT, observed.config.max_message_length)
     sent = [m.content for m in observed.messages]
     for request in observed.requests:
-        if request.kind not in MESSAGE_REQUESTS:
+        body = message_body(request)
+        if body is None:
             continue
-        body = request.json if isinstance(request.json, Mapping) else {}
         sent.append(str(body.get("content") or ""))
         mentions = body.get("allowed_mentions")
         if not isinstance(mentions, Mapping) or mentions.get("parse") != []:
@@ -307,6 +314,22 @@ def _check_messages(observed: Observed) -> list[Violation]:
     if observed.suppress and any(m.embeds for m in observed.messages):
         found.append(("embed_despite_suppress", ""))
     return found
+
+
+def message_body(request: RecordedRequest) -> Mapping[str, Any] | None:
+    """The body of a request that shows a message (None for the others): a send or an edit
+    through the channel, and of an interaction (K1, K3) a callback with a message (its
+    `data`), a follow-up, or an edit of the original response or of a follow-up, when it
+    carries content or embeds."""
+    body = request.json if isinstance(request.json, Mapping) else {}
+    if request.kind in MESSAGE_REQUESTS:
+        return body
+    if request.kind != "interaction" or request.method not in ("POST", "PATCH"):
+        return None
+    if request.path.endswith("/callback"):
+        data = body.get("data")
+        body = data if isinstance(data, Mapping) else {}
+    return body if "content" in body or "embeds" in body else None
 
 
 def _check_replies(observed: Observed, reply_to: int) -> list[Violation]:
@@ -536,7 +559,8 @@ def _check_requests(result: StreamResult, observed: Observed) -> list[Violation]
             and f.request.requester not in INTERNAL_REQUESTERS
         }
         if result.stop_context not in contexts:
-            found.append(("stop_context", f"{result.stop_context!r} not in {sorted(contexts)}"))
+            made = sorted(map(repr, contexts))
+            found.append(("stop_context", f"{result.stop_context!r} not in {made}"))
     return found
 
 
@@ -845,9 +869,10 @@ class TimedRegistry(StopRegistry):
 
 
 def server_side(task: asyncio.Task[Any]) -> bool:
-    """The emulator's own connection handlers (aiohttp's server): Discord's side, not ours."""
+    """The emulator's own connection handlers (aiohttp's server) and its gateway's writers (one
+    per websocket connection, `Gateway._write`): Discord's side, not ours."""
     name: str = getattr(task.get_coro(), "__qualname__", "")
-    return name.startswith("RequestHandler.")
+    return name.startswith(("RequestHandler.", "Gateway."))
 
 
 def leftover_tasks(before: set[asyncio.Task[Any]]) -> list[str]:
