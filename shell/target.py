@@ -67,7 +67,7 @@ channel's typing indicator (`cordstream.shell.delivery`). Any object with an int
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
@@ -318,6 +318,36 @@ class InteractionTarget:
         client: discord.Client = interaction.client
         return client.get_partial_messageable(channel_id, guild_id=interaction.guild_id)
 
+    async def new_message(
+        self,
+        shows: dict[str, Any],
+        followup: Callable[[], Awaitable[discord.Message]],
+        in_channel: Callable[[PartialMessageableChannel], Awaitable[discord.Message]],
+    ) -> discord.Message:
+        """A new message of the stream, text or embed (K1): the original response while it is
+        "thinking" (`shows`: what that edit carries), else `followup`; once the token is dead,
+        the deferral's message through the channel, else `in_channel`."""
+        await self.ready.wait()
+        answer = self.answer
+        if not answer.channel_only:
+            try:
+                if answer.original == "thinking":
+                    message = await self.interaction.edit_original_response(**shows)
+                    answer.original, answer.original_id = "shown", message.id
+                    return message
+                return await followup()
+            except discord.HTTPException as error:
+                if not _expired(error):
+                    raise
+                answer.channel_only = True
+        channel = self.fallback_channel()
+        if answer.original == "thinking" and answer.original_id is not None:
+            # The deferral's message is public and the bot's: it shows the first text or embed.
+            shown = await channel.get_partial_message(answer.original_id).edit(**shows)
+            answer.original = "shown"
+            return shown
+        return await in_channel(channel)
+
     @future_safe
     async def send(
         self,
@@ -327,34 +357,15 @@ class InteractionTarget:
         allowed_mentions: discord.AllowedMentions,
         view: discord.ui.View | None,
     ) -> discord.Message:
-        await self.ready.wait()
-        answer, interaction = self.answer, self.interaction
         components = delivery.KEEP if view is None else view
-        if not answer.channel_only:
-            try:
-                if answer.original == "thinking":
-                    message: discord.Message = await interaction.edit_original_response(
-                        content=content, allowed_mentions=allowed_mentions, view=components
-                    )
-                    answer.original, answer.original_id = "shown", message.id
-                    return message
-                return await interaction.followup.send(
-                    content, allowed_mentions=allowed_mentions, view=components, wait=True
-                )
-            except discord.HTTPException as error:
-                if not _expired(error):
-                    raise
-                answer.channel_only = True
-        channel = self.fallback_channel()
-        if answer.original == "thinking" and answer.original_id is not None:
-            # The deferral's message is public and the bot's: it shows the first text.
-            message = await channel.get_partial_message(answer.original_id).edit(
-                content=content, allowed_mentions=allowed_mentions, view=components
-            )
-            answer.original = "shown"
-            return message
-        return await delivery.post(
-            channel, content, reply_to=None, allowed_mentions=allowed_mentions, view=view
+        return await self.new_message(
+            {"content": content, "allowed_mentions": allowed_mentions, "view": components},
+            lambda: self.interaction.followup.send(
+                content, allowed_mentions=allowed_mentions, view=components, wait=True
+            ),
+            lambda channel: delivery.post(
+                channel, content, reply_to=None, allowed_mentions=allowed_mentions, view=view
+            ),
         )
 
     @future_safe
@@ -387,36 +398,18 @@ class InteractionTarget:
     async def embed(
         self, spec: EmbedSpec, *, allowed_mentions: discord.AllowedMentions
     ) -> discord.Message:
-        await self.ready.wait()
-        answer, interaction = self.answer, self.interaction
         embed = delivery.build_embed(spec)
-        if not answer.channel_only:
-            try:
-                if answer.original == "thinking":
-                    # Before any text: the embed replaces the thinking state (K1).
-                    message: discord.Message = await interaction.edit_original_response(
-                        embed=embed, allowed_mentions=allowed_mentions
-                    )
-                    answer.original, answer.original_id = "shown", message.id
-                    return message
-                return await interaction.followup.send(
-                    embed=embed,
-                    allowed_mentions=allowed_mentions,
-                    ephemeral=self.ephemeral_errors,
-                    wait=True,
-                )
-            except discord.HTTPException as error:
-                if not _expired(error):
-                    raise
-                answer.channel_only = True
-        channel = self.fallback_channel()
-        if answer.original == "thinking" and answer.original_id is not None:
-            message = await channel.get_partial_message(answer.original_id).edit(
-                embed=embed, allowed_mentions=allowed_mentions
-            )
-            answer.original = "shown"
-            return message
-        return await channel.send(embed=embed, allowed_mentions=allowed_mentions)
+        # Before any text, the embed replaces the thinking state (K1).
+        return await self.new_message(
+            {"embed": embed, "allowed_mentions": allowed_mentions},
+            lambda: self.interaction.followup.send(
+                embed=embed,
+                allowed_mentions=allowed_mentions,
+                ephemeral=self.ephemeral_errors,
+                wait=True,
+            ),
+            lambda channel: channel.send(embed=embed, allowed_mentions=allowed_mentions),
+        )
 
     async def typing(self) -> None:
         await self.ready.wait()
