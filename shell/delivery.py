@@ -13,7 +13,7 @@ the core, not this module, knows that 10003 means the channel is gone. `retry_af
 from __future__ import annotations
 
 import math
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 import discord
 from returns.future import FutureResultE, future_safe
@@ -27,6 +27,9 @@ _COLOURS = {"warning": discord.Colour.orange(), "error": discord.Colour.red()}
 Sending = FutureResultE[discord.Message]
 """A message request under way: awaited, Discord's message or the failure, never an exception."""
 
+ReplyTo: TypeAlias = discord.Message | discord.PartialMessage | None
+"""The message a new one replies to (without pinging its author, F1), or None."""
+
 KEEP: Final[Any] = discord.utils.MISSING
 """An edit's `view` that leaves the message's components as they are (a Stop button stays, K2);
 `None` removes them."""
@@ -36,7 +39,7 @@ async def post(
     channel: discord.abc.Messageable,
     content: str,
     *,
-    reply_to: discord.Message | discord.PartialMessage | None,
+    reply_to: ReplyTo,
     allowed_mentions: discord.AllowedMentions,
     view: discord.ui.View | None = None,
 ) -> discord.Message:

@@ -744,15 +744,13 @@ class _Stream:
         self,
         seq: int,
         content: str,
-        reply_to: discord.Message | discord.PartialMessage | None,
+        reply_to: delivery.ReplyTo,
         *,
         streaming: bool = False,
     ) -> None:
-        target, mentions = self.target, self.context.allowed_mentions
+        target = self.target
         view = self.new_view() if streaming else None  # K2: a button while it streams
-        sent = await ratelimit.deliver(
-            lambda: target.send(content, reply_to=reply_to, allowed_mentions=mentions, view=view)
-        )
+        sent = await ratelimit.deliver(lambda: target.send(content, reply_to=reply_to, view=view))
         event = delivery.outcome(seq, self.loop.time(), sent)
         if isinstance(event, Delivered):
             self.accepted.append(content)
@@ -768,7 +766,7 @@ class _Stream:
     async def edit_message(
         self, seq: int, content: str, index: int, *, streaming: bool = False
     ) -> None:
-        target, mentions = self.target, self.context.allowed_mentions
+        target = self.target
         if not 0 <= index < len(self.live_messages):  # pragma: no cover - the core's own
             error = RuntimeError(f"an edit of message {index}, which the stream did not create")
             self.feed(Rejected(self.loop.time(), seq, DiscordFailure(None, None, error)))
@@ -777,9 +775,7 @@ class _Stream:
         self.latest[index] = content
         # K2: the message's final edit removes its Stop button; the others leave it.
         view = None if not streaming and index in self.buttons else delivery.KEEP
-        edited = await ratelimit.deliver(
-            lambda: target.edit(message, content, allowed_mentions=mentions, view=view)
-        )
+        edited = await ratelimit.deliver(lambda: target.edit(message, content, view=view))
         event = delivery.outcome(seq, self.loop.time(), edited)
         if isinstance(event, Delivered):
             if index < len(self.accepted):
@@ -864,22 +860,22 @@ class _Stream:
                 edits.append((message, target, None if button else delivery.KEEP))
         if not edits:
             return False
-        mentions, send = self.context.allowed_mentions, self.target
+        send = self.target
 
         async def edit() -> None:
             for message, content, view in edits:
                 await ratelimit.turn(self.channel_id)
                 await ratelimit.deliver(
                     lambda message=message, content=content, view=view: send.edit(  # type: ignore[misc]
-                        message, content, allowed_mentions=mentions, view=view
+                        message, content, view=view
                     )
                 )
 
         return await self.shielded(edit())
 
     async def send_embed(self, seq: int, embed: EmbedSpec) -> None:
-        target, mentions = self.target, self.context.allowed_mentions
-        sent = await ratelimit.deliver(lambda: target.embed(embed, allowed_mentions=mentions))
+        target = self.target
+        sent = await ratelimit.deliver(lambda: target.embed(embed))
         self.feed(delivery.outcome(seq, self.loop.time(), sent))
 
     async def typing(self) -> None:

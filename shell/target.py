@@ -118,30 +118,18 @@ class Target(Protocol):
         ...
 
     def send(
-        self,
-        content: str,
-        *,
-        reply_to: discord.Message | discord.PartialMessage | None,
-        allowed_mentions: discord.AllowedMentions,
-        view: discord.ui.View | None,
+        self, content: str, *, reply_to: delivery.ReplyTo, view: discord.ui.View | None
     ) -> delivery.Sending:
         """A new message of the stream (F1; `view`: a Stop button on it, K2)."""
         ...
 
     def edit(
-        self,
-        message: discord.Message,
-        content: str,
-        *,
-        allowed_mentions: discord.AllowedMentions,
-        view: discord.ui.View | None = delivery.KEEP,
+        self, message: discord.Message, content: str, *, view: discord.ui.View | None
     ) -> delivery.Sending:
         """An edit of a message the stream created (L; `view`: `KEEP`, or None to remove)."""
         ...
 
-    def embed(
-        self, spec: EmbedSpec, *, allowed_mentions: discord.AllowedMentions
-    ) -> delivery.Sending:
+    def embed(self, spec: EmbedSpec) -> delivery.Sending:
         """An error, timeout or warning embed (G)."""
         ...
 
@@ -164,17 +152,23 @@ def channel_id_of(channel: object) -> object:
 
 def target_for(context: StreamContext) -> Target:
     """The target `context.channel` names."""
-    channel = context.channel
+    channel, mentions = context.channel, context.allowed_mentions
     if isinstance(channel, discord.Interaction):
-        return InteractionTarget(channel, ephemeral_errors=context.ephemeral_errors)
-    return ChannelTarget(channel)
+        return InteractionTarget(
+            channel, allowed_mentions=mentions, ephemeral_errors=context.ephemeral_errors
+        )
+    return ChannelTarget(channel, allowed_mentions=mentions)
 
 
 class ChannelTarget:
-    """A channel, thread or DM (any `discord.abc.Messageable` with an int `id`)."""
+    """A channel, thread or DM (any `discord.abc.Messageable` with an int `id`); every request
+    with `allowed_mentions` (F1)."""
 
-    def __init__(self, channel: discord.abc.Messageable) -> None:
+    def __init__(
+        self, channel: discord.abc.Messageable, *, allowed_mentions: discord.AllowedMentions
+    ) -> None:
         self.channel = channel
+        self.allowed_mentions = allowed_mentions
 
     @property
     def channel_id(self) -> int | None:
@@ -189,31 +183,21 @@ class ChannelTarget:
         return None
 
     def send(
-        self,
-        content: str,
-        *,
-        reply_to: discord.Message | discord.PartialMessage | None,
-        allowed_mentions: discord.AllowedMentions,
-        view: discord.ui.View | None,
+        self, content: str, *, reply_to: delivery.ReplyTo, view: discord.ui.View | None
     ) -> delivery.Sending:
+        mentions = self.allowed_mentions
         return delivery.send_message(
-            self.channel, content, reply_to=reply_to, allowed_mentions=allowed_mentions, view=view
+            self.channel, content, reply_to=reply_to, allowed_mentions=mentions, view=view
         )
 
     def edit(
-        self,
-        message: discord.Message,
-        content: str,
-        *,
-        allowed_mentions: discord.AllowedMentions,
-        view: discord.ui.View | None = delivery.KEEP,
+        self, message: discord.Message, content: str, *, view: discord.ui.View | None
     ) -> delivery.Sending:
-        return delivery.edit_message(message, content, allowed_mentions=allowed_mentions, view=view)
+        mentions = self.allowed_mentions
+        return delivery.edit_message(message, content, allowed_mentions=mentions, view=view)
 
-    def embed(
-        self, spec: EmbedSpec, *, allowed_mentions: discord.AllowedMentions
-    ) -> delivery.Sending:
-        return delivery.send_embed(self.channel, spec, allowed_mentions=allowed_mentions)
+    def embed(self, spec: EmbedSpec) -> delivery.Sending:
+        return delivery.send_embed(self.channel, spec, allowed_mentions=self.allowed_mentions)
 
     def typing(self) -> Awaitable[object]:
         return delivery.trigger_typing(self.channel)
@@ -247,10 +231,18 @@ def _interaction_message(message: discord.Message) -> bool:
 
 
 class InteractionTarget:
-    """An application-command interaction (K1; see the module docstring)."""
+    """An application-command interaction (K1; see the module docstring); every request with
+    `allowed_mentions` (F1), error embeds ephemeral if `ephemeral_errors`."""
 
-    def __init__(self, interaction: discord.Interaction[Any], *, ephemeral_errors: bool) -> None:
+    def __init__(
+        self,
+        interaction: discord.Interaction[Any],
+        *,
+        allowed_mentions: discord.AllowedMentions,
+        ephemeral_errors: bool,
+    ) -> None:
         self.interaction = interaction
+        self.allowed_mentions = allowed_mentions
         self.ephemeral_errors = ephemeral_errors
         self.answer = _Answer("none")
         self.ready = asyncio.Event()  # set once `begin` knows where the interaction stands
@@ -301,22 +293,7 @@ class InteractionTarget:
 
     def fallback_channel(self) -> PartialMessageableChannel:
         """The interaction's channel, for what its token can no longer do."""
-        interaction = self.interaction
-        channel = interaction.channel
-        if isinstance(
-            channel,
-            discord.TextChannel
-            | discord.VoiceChannel
-            | discord.StageChannel
-            | discord.Thread
-            | discord.DMChannel
-            | discord.PartialMessageable,
-        ):
-            return channel
-        channel_id = interaction.channel_id
-        assert channel_id is not None  # the orchestrator streams only into a channel
-        client: discord.Client = interaction.client
-        return client.get_partial_messageable(channel_id, guild_id=interaction.guild_id)
+        return _channel_of(self.interaction)
 
     async def new_message(
         self,
@@ -350,35 +327,26 @@ class InteractionTarget:
 
     @future_safe
     async def send(
-        self,
-        content: str,
-        *,
-        reply_to: discord.Message | discord.PartialMessage | None,
-        allowed_mentions: discord.AllowedMentions,
-        view: discord.ui.View | None,
+        self, content: str, *, reply_to: delivery.ReplyTo, view: discord.ui.View | None
     ) -> discord.Message:
+        mentions = self.allowed_mentions
         components = delivery.KEEP if view is None else view
         return await self.new_message(
-            {"content": content, "allowed_mentions": allowed_mentions, "view": components},
+            {"content": content, "allowed_mentions": mentions, "view": components},
             lambda: self.interaction.followup.send(
-                content, allowed_mentions=allowed_mentions, view=components, wait=True
+                content, allowed_mentions=mentions, view=components, wait=True
             ),
             lambda channel: delivery.post(
-                channel, content, reply_to=None, allowed_mentions=allowed_mentions, view=view
+                channel, content, reply_to=None, allowed_mentions=mentions, view=view
             ),
         )
 
     @future_safe
     async def edit(
-        self,
-        message: discord.Message,
-        content: str,
-        *,
-        allowed_mentions: discord.AllowedMentions,
-        view: discord.ui.View | None = delivery.KEEP,
+        self, message: discord.Message, content: str, *, view: discord.ui.View | None
     ) -> discord.Message:
         await self.ready.wait()
-        answer = self.answer
+        answer, allowed_mentions = self.answer, self.allowed_mentions
         if _interaction_message(message):
             if not answer.channel_only:
                 try:
@@ -395,20 +363,15 @@ class InteractionTarget:
         return await message.edit(content=content, allowed_mentions=allowed_mentions, view=view)
 
     @future_safe
-    async def embed(
-        self, spec: EmbedSpec, *, allowed_mentions: discord.AllowedMentions
-    ) -> discord.Message:
-        embed = delivery.build_embed(spec)
+    async def embed(self, spec: EmbedSpec) -> discord.Message:
+        embed, mentions = delivery.build_embed(spec), self.allowed_mentions
         # Before any text, the embed replaces the thinking state (K1).
         return await self.new_message(
-            {"embed": embed, "allowed_mentions": allowed_mentions},
+            {"embed": embed, "allowed_mentions": mentions},
             lambda: self.interaction.followup.send(
-                embed=embed,
-                allowed_mentions=allowed_mentions,
-                ephemeral=self.ephemeral_errors,
-                wait=True,
+                embed=embed, allowed_mentions=mentions, ephemeral=self.ephemeral_errors, wait=True
             ),
-            lambda channel: channel.send(embed=embed, allowed_mentions=allowed_mentions),
+            lambda channel: channel.send(embed=embed, allowed_mentions=mentions),
         )
 
     async def typing(self) -> None:
@@ -428,6 +391,24 @@ class InteractionTarget:
             await _settle(self.interaction, self.answer)
 
 
+def _channel_of(interaction: discord.Interaction[Any]) -> PartialMessageableChannel:
+    channel = interaction.channel
+    if isinstance(
+        channel,
+        discord.TextChannel
+        | discord.VoiceChannel
+        | discord.StageChannel
+        | discord.Thread
+        | discord.DMChannel
+        | discord.PartialMessageable,
+    ):
+        return channel
+    channel_id = interaction.channel_id
+    assert channel_id is not None  # the orchestrator streams only into a channel
+    client: discord.Client = interaction.client
+    return client.get_partial_messageable(channel_id, guild_id=interaction.guild_id)
+
+
 async def _settle(interaction: discord.Interaction[Any], answer: _Answer) -> None:
     if answer.original != "thinking":
         return
@@ -442,8 +423,7 @@ async def _settle(interaction: discord.Interaction[Any], answer: _Answer) -> Non
                     raise
                 answer.channel_only = True
         if answer.original_id is not None:
-            channel = InteractionTarget(interaction, ephemeral_errors=True).fallback_channel()
-            await channel.get_partial_message(answer.original_id).delete()
+            await _channel_of(interaction).get_partial_message(answer.original_id).delete()
     except Exception:  # nothing more can be done about it; the stream's result stands
         pass
 
