@@ -6,7 +6,8 @@ properties, and who may stop an answer (C10)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -657,6 +658,17 @@ async def _both_showing(*answers: _Streaming) -> None:
         await answer.shown.wait()
 
 
+@asynccontextmanager
+async def _alice_and_bob() -> AsyncIterator[tuple[Stage, _Streaming, _Streaming]]:
+    """The stage, with Alice's and Bob's answers both showing their line in its channel (their
+    models then hang); on exit, no stop or follow-up is left in the registry (C5)."""
+    async with stage() as s:
+        alice, bob = _answer(s, ALICE), _answer(s, BOB)
+        await _both_showing(alice, bob)
+        yield s, alice, bob
+        assert len(s.stops) == 0
+
+
 @pytest.mark.asyncio
 @pytest.mark.looptime
 async def test_C9_B3_a_stop_aimed_at_one_answer_ends_it_alone_at_once() -> None:
@@ -685,9 +697,7 @@ async def test_C9_B3_a_stop_aimed_at_one_answer_ends_it_alone_at_once() -> None:
 @pytest.mark.asyncio
 @pytest.mark.looptime
 async def test_C9_a_follow_up_ends_only_its_authors_answer() -> None:
-    async with stage() as s:
-        alice, bob = _answer(s, ALICE), _answer(s, BOB)
-        await _both_showing(alice, bob)
+    async with _alice_and_bob() as (s, alice, bob):
         channel = s.channel.id
         assert s.orchestrator.request_follow_up(channel, str(CAROL))  # Carol's message
         assert s.orchestrator.request_follow_up(channel, str(BOB))
@@ -706,15 +716,12 @@ async def test_C9_a_follow_up_ends_only_its_authors_answer() -> None:
         carols = ScriptProvider(["never"])
         assert (await s.stream(carols, answering=CAROL)).status == "follow_up_interrupt"
         assert not carols.started
-        assert len(s.stops) == 0
 
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
 async def test_C9_C5_a_channel_wide_stop_ends_every_answer_and_leaves_nothing() -> None:
-    async with stage() as s:
-        alice, bob = _answer(s, ALICE), _answer(s, BOB)
-        await _both_showing(alice, bob)
+    async with _alice_and_bob() as (s, alice, bob):
         assert s.orchestrator.request_stop(s.channel.id, "99", "the moderator's /stop")
         results = await asyncio.gather(alice.task, bob.task)
         assert [r.status for r in results] == ["stopped_by_user", "stopped_by_user"]
@@ -744,9 +751,7 @@ async def test_B4_C9_a_stop_aimed_at_an_answer_before_it_starts_ends_that_answer
 @pytest.mark.asyncio
 @pytest.mark.looptime
 async def test_C2_C9_a_stop_right_after_a_follow_up_wins_for_that_answer_alone() -> None:
-    async with stage() as s:
-        alice, bob = _answer(s, ALICE), _answer(s, BOB)
-        await _both_showing(alice, bob)
+    async with _alice_and_bob() as (s, alice, bob):
         channel = s.channel.id
         assert s.orchestrator.request_follow_up(channel, str(ALICE))
         assert s.orchestrator.request_stop(channel, str(ALICE), "stop", answering=ALICE)
@@ -755,15 +760,12 @@ async def test_C2_C9_a_stop_right_after_a_follow_up_wins_for_that_answer_alone()
         mine, his = await asyncio.gather(alice.task, bob.task)
         assert (mine.status, mine.stop_context) == ("stopped_by_user", "stop")
         assert his.status == "follow_up_interrupt"
-        assert len(s.stops) == 0
 
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
 async def test_C9_a_new_message_interrupts_only_its_authors_own_answer() -> None:
-    async with stage() as s:
-        alice, bob = _answer(s, ALICE), _answer(s, BOB)
-        await _both_showing(alice, bob)
+    async with _alice_and_bob() as (s, alice, bob):
         orchestrator, channel = s.orchestrator, s.channel.id
         assert orchestrator.is_answering(channel, ALICE)
         assert orchestrator.is_answering(channel, BOB)
@@ -776,7 +778,6 @@ async def test_C9_a_new_message_interrupts_only_its_authors_own_answer() -> None
         assert not bob.task.done()
         orchestrator.request_stop(channel, str(BOB), answering=BOB)
         assert (await bob.task).status == "stopped_by_user"
-        assert len(s.stops) == 0
         assert s.stops.listening() == 0
 
 
