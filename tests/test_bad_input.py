@@ -65,7 +65,6 @@ import json
 import math
 import random
 import re
-import time
 from collections.abc import Callable, Iterator, Sequence
 from types import SimpleNamespace
 from typing import Final, TypeVar, cast
@@ -454,17 +453,16 @@ BIG: Final = StreamConfig(delivery="messages", max_message_length=2000, flush_li
 
 
 @pytest.mark.parametrize("pieces", [1, 4], ids=["one-chunk", "four-chunks"])
-def test_E7_E10_core_10mb_every_character_arrives_in_messages_that_fit(
+def test_E7_core_10mb_every_character_arrives_in_messages_that_fit(
     ten_mb: str, pieces: int
 ) -> None:
+    """How fast is not a test's to say (a shared machine, mutmut's tracing): the core's
+    linearity (E10) is `bench.core`'s `scaling_ratio_10x`."""
     size = -(-len(ten_mb) // pieces) + 7  # not aligned with anything in the text
-    started = time.perf_counter()
     driver, result = _core(_chunks(ten_mb, size), BIG)
-    elapsed = time.perf_counter() - started
     assert result.status == "completed"
     _spans(driver.messages, ten_mb)
     assert len(driver.messages) >= TEN_MB // 2000
-    assert elapsed < 20, f"{elapsed:.1f} s for 10 MB: not linear (E10)"  # measured ~0.6 s
 
 
 @shell
