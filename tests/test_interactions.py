@@ -521,16 +521,21 @@ async def look_up(arguments: Mapping[str, object]) -> object:
     return {"found": "42"}
 
 
-async def turn(
-    orchestrator: StreamOrchestrator,
-    provider: ScriptProvider,
-    config: StreamConfig,
-    context: StreamContext,
-) -> TurnResult:
-    assert isinstance(provider, Conversation)
-    return await run_turn(
-        orchestrator, provider, context, tools={"look_up": look_up}, config=config
-    )
+def turning(**options: Any) -> Run:
+    """What the bot runs: a tool-loop turn (`run_turn`) with the `look_up` tool and `options`."""
+
+    async def turn(
+        orchestrator: StreamOrchestrator,
+        provider: ScriptProvider,
+        config: StreamConfig,
+        context: StreamContext,
+    ) -> TurnResult:
+        assert isinstance(provider, Conversation)
+        return await run_turn(
+            orchestrator, provider, context, tools={"look_up": look_up}, config=config, **options
+        )
+
+    return turn
 
 
 @pytest.mark.asyncio
@@ -548,7 +553,7 @@ async def test_K1_a_tool_loop_turn_thinks_while_its_tools_run_then_answers_in_pl
         [Sleep(1.0), call],
         later=[[Do(after_the_tool), "The answer is 42.\n", Sleep(2.0), "Anything else?"]],
     )
-    async with asking([conversation], run=turn) as s:
+    async with asking([conversation], run=turning()) as s:
         asked = await s.api.slash(s.api.add_member("alice"), "ask", {"question": "q"})
         records.append(asked)
         result = await s.result()
@@ -571,19 +576,8 @@ async def test_K1_a_tool_loop_turn_thinks_while_its_tools_run_then_answers_in_pl
 async def test_K1_a_turn_that_ends_on_its_tool_limit_leaves_nothing_thinking() -> None:
     call = FunctionCallChunk(FunctionCall("look_up", {}, id="c1"))
     conversation = Conversation([call], later=[[call]])
-
-    async def one_round(
-        orchestrator: StreamOrchestrator,
-        provider: ScriptProvider,
-        config: StreamConfig,
-        context: StreamContext,
-    ) -> TurnResult:
-        assert isinstance(provider, Conversation)
-        return await run_turn(
-            orchestrator, provider, context, tools={"look_up": look_up}, max_tool_rounds=1
-        )
-
-    async with asking([conversation], run=one_round) as s:
+    one_round = turning(max_tool_rounds=1)
+    async with asking([conversation], config=StreamConfig(), run=one_round) as s:
         asked = await s.api.slash(s.api.add_member("alice"), "ask", {"question": "q"})
         result = await s.result()
         assert result.status == "tool_round_limit"
