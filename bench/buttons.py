@@ -105,19 +105,9 @@ def _button(message: SentMessage) -> str | None:
 
 async def _shown_with_button(api: DiscordEmulator, after: int) -> SentMessage:
     """The first message newer than `after` that shows the Stop button."""
-    found: asyncio.Future[SentMessage] = asyncio.get_running_loop().create_future()
-
-    def check(_: object = None) -> None:
-        for message in api.messages():
-            if message.id > after and _button(message) is not None and not found.done():
-                found.set_result(message)
-
-    check()
-    remove = api.on_change(check)
-    try:
-        return await asyncio.wait_for(found, WAIT)
-    finally:
-        remove()
+    return await api.wait_for_message(
+        lambda message: message.id > after and _button(message) is not None, timeout=WAIT
+    )
 
 
 async def _measure(clicks: int) -> list[float]:

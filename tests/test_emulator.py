@@ -312,6 +312,32 @@ async def test_a_message_a_moderator_deleted_is_gone_and_cannot_be_edited() -> N
 
 @pytest.mark.asyncio
 @pytest.mark.looptime
+async def test_wait_for_message_is_the_first_message_that_satisfies_pick_once_one_does() -> None:
+    async with local_discord() as local:
+        emulator, channel = local.api, local.channel
+        other = await local.add_channel("other")
+        first = await channel.send("one", allowed_mentions=NONE)
+        assert (await emulator.wait_for_message(lambda m: True)).id == first.id  # already there
+        later = asyncio.ensure_future(emulator.wait_for_message(lambda m: "two" in m.content))
+        elsewhere = asyncio.ensure_future(
+            emulator.wait_for_message(lambda m: True, channel_id=other.id)
+        )
+        await asyncio.sleep(1.0)
+        assert not later.done()
+        assert not elsewhere.done()
+        await first.edit(content="one, two")  # an edit is a change too
+        assert ((await later).id, (await later).content) == (first.id, "one, two")
+        assert not elsewhere.done()
+        note = await other.send("over there", allowed_mentions=NONE)
+        assert (await elsewhere).id == note.id
+        start = now()
+        with pytest.raises(TimeoutError):
+            await emulator.wait_for_message(lambda m: "three" in m.content, timeout=5.0)
+        assert now() - start == pytest.approx(5.0)
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
 async def test_the_history_is_every_accepted_change_with_its_loop_time() -> None:
     async with local_discord() as local:
         emulator, channel = local.api, local.channel

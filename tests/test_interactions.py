@@ -592,25 +592,6 @@ async def test_K1_a_turn_that_ends_on_its_tool_limit_leaves_nothing_thinking() -
 # ---- K2: the Stop button -------------------------------------------------------------------------
 
 
-async def until_shown(
-    api: DiscordEmulator, predicate: Callable[[SentMessage], bool]
-) -> SentMessage:
-    """The first message of the channel that satisfies `predicate`, once one does."""
-    found: asyncio.Future[SentMessage] = asyncio.get_running_loop().create_future()
-
-    def check(_: object = None) -> None:
-        for message in api.messages():
-            if not found.done() and predicate(message):
-                found.set_result(message)
-
-    check()
-    remove = api.on_change(check)
-    try:
-        return await asyncio.wait_for(found, WAIT)
-    finally:
-        remove()
-
-
 def interaction_created(record: InteractionRecord) -> Callable[[GatewayFrame], bool]:
     """The gateway's INTERACTION_CREATE for `record`: the moment its click reaches the bot."""
     return lambda frame: (
@@ -637,7 +618,7 @@ async def test_K2_the_askers_click_stops_the_answer_within_50_ms_before_the_clic
         alice = s.api.add_member("alice")
         await s.api.user_says(alice, "Tell me everything.")
         answer = await s.next_answer()
-        live = await until_shown(s.api, lambda m: "goes on" in m.content)
+        live = await s.api.wait_for_message(lambda m: "goes on" in m.content, timeout=WAIT)
         button = stop_button(live)
         assert button is not None
         assert CURSOR in live.content

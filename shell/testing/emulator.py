@@ -22,7 +22,8 @@ the request was accepted (the transcript holds only each message's latest conten
 request (a 429, an error, a fault) changes nothing and leaves no entry; a request delayed by
 `Delay` is stamped when its delay is over. `on_message(listener)` calls a listener with each
 accepted message, `on_change(listener)` with each change; both return the function that
-removes the listener.
+removes the listener. `wait_for_message(pick)` waits until a message of the channel satisfies
+`pick`.
 
 Faults are injected on demand, first in first out: `inject(fault, route=..., times=...)`.
 A faulted request is not accepted (no transcript entry), except `Delay(...)` without `then`,
@@ -736,6 +737,30 @@ class DiscordEmulator:
         nor raise (the message would be in the transcript, the send answered 500)."""
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener)
+
+    async def wait_for_message(
+        self,
+        pick: Callable[[SentMessage], bool],
+        *,
+        channel_id: int | None = None,
+        timeout: float = 30.0,
+    ) -> SentMessage:
+        """Wait (at most `timeout` seconds of loop time, then TimeoutError) until a message of a
+        channel (default: `channel_id`) satisfies `pick`: the first one that does, as it was
+        then. Checked now and on each change (`on_change`)."""
+        found: asyncio.Future[SentMessage] = asyncio.get_running_loop().create_future()
+
+        def check(_: object = None) -> None:
+            picked = next((m for m in self.messages(channel_id) if pick(m)), None)
+            if picked is not None and not found.done():
+                found.set_result(picked)
+
+        check()
+        remove = self.on_change(check)
+        try:
+            return await asyncio.wait_for(found, timeout)
+        finally:
+            remove()
 
     # ---- a bot's users, through the gateway (cordstream.shell.testing.gateway) ---------------
 
