@@ -9,7 +9,7 @@ import argparse
 import json
 import platform
 
-from bench import buttons, core, live, load, shell
+from bench import buttons, core, live, load, report, shell
 
 _LABELS = {
     "core_events_per_s": "text events/s through step",
@@ -70,8 +70,7 @@ def main() -> None:
         print(f"  {_LABELS[key]:<60} {value:>14,.3f}")
     if live_figures:
         print("live delivery (bench.live: Discord's rate limits on, real time)")
-        for key, value in live_figures.items():
-            print(f"  {live.label(key):<78} {value:>10,.3f}")
+        report(live_figures, live.label, width=78)
 
 
 if __name__ == "__main__":

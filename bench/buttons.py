@@ -30,12 +30,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 from typing import Any, Final
 
 import discord
 
+from bench import report
 from cordstream.shell import (
     StreamConfig,
     StreamContext,
@@ -151,12 +151,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--clicks", type=int, default=CLICKS, help=f"clicks ({CLICKS})")
     args = parser.parse_args()
-    figures = measure(args.clicks)
-    if args.json:
-        print(json.dumps(figures))
-        return
-    for key, value in figures.items():
-        print(f"  {label(key):<70} {value:>10,.3f}")
+    report(measure(args.clicks), label, width=70, as_json=args.json)
 
 
 if __name__ == "__main__":

@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -63,6 +62,7 @@ from typing import Any, Final, cast
 
 import discord
 
+from bench import report
 from cordstream.domain import DoneChunk, StreamResult
 from cordstream.domain.config import Delivery
 from cordstream.shell import StreamConfig, StreamContext, StreamOrchestrator
@@ -413,12 +413,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.live", description=__doc__)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
-    results = measure()
-    if args.json:
-        print(json.dumps(results))
-        return
-    for key, value in results.items():
-        print(f"  {label(key):<78} {value:>10,.3f}")
+    report(measure(), label, width=78, as_json=args.json)
 
 
 if __name__ == "__main__":
