@@ -173,11 +173,8 @@ def set_global_budget(budget: Budget | None) -> Budget | None:
     """Pace every stream of the process under `budget` from now on (None: no pacing); returns
     the previous budget. Requests already waiting are judged by the new one."""
     global _budget
-    if budget is not None and not isinstance(budget, Budget):
-        raise TypeError("set_global_budget takes a Budget or None")
-    previous, _budget = _budget, budget
-    for each in list(_pacers.values()):
-        each.budget_changed()
+    previous, _budget = _budget, _checked(budget, "set_global_budget")
+    _budgets_changed()
     return previous
 
 
@@ -190,12 +187,22 @@ def set_channel_budget(budget: Budget | None) -> Budget | None:
     """Pace every live stream's message requests under `budget` per channel from now on (None:
     no channel pacing); returns the previous budget."""
     global _channel_budget
+    previous, _channel_budget = _channel_budget, _checked(budget, "set_channel_budget")
+    _budgets_changed()
+    return previous
+
+
+def _checked(budget: Budget | None, setter: str) -> Budget | None:
+    """`budget`, once it is known to be a Budget or None (a TypeError naming `setter` if not)."""
     if budget is not None and not isinstance(budget, Budget):
-        raise TypeError("set_channel_budget takes a Budget or None")
-    previous, _channel_budget = _channel_budget, budget
+        raise TypeError(f"{setter} takes a Budget or None")
+    return budget
+
+
+def _budgets_changed() -> None:
+    """Every loop's pacer judges its waiting requests by the budgets as they are now."""
     for each in list(_pacers.values()):
         each.budget_changed()
-    return previous
 
 
 def channel_spacing(budget: Budget) -> Budget:
