@@ -99,7 +99,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 import discord
 import discord.http
@@ -312,14 +312,7 @@ class InteractionRecord:
         if check(self):
             return
         waiter = asyncio.get_running_loop().create_future()
-        entry = (check, waiter)
-        self._waiters.append(entry)
-        try:
-            async with asyncio.timeout(timeout):
-                await waiter
-        finally:
-            if entry in self._waiters:
-                self._waiters.remove(entry)
+        await _wait_listed(self._waiters, (check, waiter), waiter, timeout)
 
     def changed(self) -> None:
         """Wake the waiters whose predicate now holds (the gateway calls it on each change)."""
@@ -330,6 +323,23 @@ class InteractionRecord:
 
 def _acknowledged(record: InteractionRecord) -> bool:
     return record.state != "pending"
+
+
+_Entry = TypeVar("_Entry")
+
+
+async def _wait_listed(
+    waiters: list[_Entry], entry: _Entry, waiter: asyncio.Future[None], timeout: float
+) -> None:
+    """Wait (at most `timeout` seconds of loop time) for `waiter`, listed in `waiters` as
+    `entry` (holding it) meanwhile, for whoever sets it."""
+    waiters.append(entry)
+    try:
+        async with asyncio.timeout(timeout):
+            await waiter
+    finally:
+        if entry in waiters:
+            waiters.remove(entry)
 
 
 @dataclass
@@ -628,14 +638,7 @@ class Gateway:
         matching = [f for f in self.frames if predicate(f)]
         if len(matching) < count:
             waiter = asyncio.get_running_loop().create_future()
-            entry = (predicate, count, waiter)
-            self._frame_waiters.append(entry)
-            try:
-                async with asyncio.timeout(timeout):
-                    await waiter
-            finally:
-                if entry in self._frame_waiters:
-                    self._frame_waiters.remove(entry)
+            await _wait_listed(self._frame_waiters, (predicate, count, waiter), waiter, timeout)
             matching = [f for f in self.frames if predicate(f)]
         return matching[:count]
 
