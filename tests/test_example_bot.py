@@ -264,10 +264,17 @@ async def test_ask_is_deferred_then_answered_live_in_the_original_response() -> 
 # ---- several users, each stopping their own ------------------------------------------------------
 
 
-async def test_two_users_at_once_and_bobs_stop_stops_only_bobs_answer() -> None:
+def tea_and_coffee() -> tuple[dict[str, list[Reply]], asyncio.Event]:
+    """The script of two answers at once: to "tell me about tea" (Alice's question), its first
+    line, then the rest once the event is set; to "tell me about coffee" (Bob's), its first
+    line, and nothing more ever."""
     tea, tea_rest = held("Tea is a drink.\n", "It comes from Camellia sinensis.")
     coffee, _ = held("Coffee is a drink.\n", "never shown")
-    script = {"tell me about tea": [tea], "tell me about coffee": [coffee]}
+    return {"tell me about tea": [tea], "tell me about coffee": [coffee]}, tea_rest
+
+
+async def test_two_users_at_once_and_bobs_stop_stops_only_bobs_answer() -> None:
+    script, tea_rest = tea_and_coffee()
     async with running(script) as scene:
         api = scene.api
         alice, bob = api.add_member("alice"), api.add_member("bob")
@@ -306,13 +313,8 @@ async def test_two_users_at_once_and_bobs_stop_stops_only_bobs_answer() -> None:
 
 
 async def test_bobs_new_message_interrupts_only_his_answer_and_the_bot_answers_it() -> None:
-    tea, tea_rest = held("Tea is a drink.\n", "It comes from Camellia sinensis.")
-    coffee, _ = held("Coffee is a drink.\n", "never shown")
-    script = {
-        "tell me about tea": [tea],
-        "tell me about coffee": [coffee],
-        "in one word?": [answer("Energizing.")],
-    }
+    script, tea_rest = tea_and_coffee()
+    script["in one word?"] = [answer("Energizing.")]
     async with running(script) as scene:
         api = scene.api
         alice, bob = api.add_member("alice"), api.add_member("bob")
