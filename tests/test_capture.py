@@ -205,24 +205,54 @@ def test_E4_inline_code_ends_before_a_real_think_block() -> None:
 # -- E5: details blocks ----------------------------------------------------------------------
 
 
-def test_E5_a_details_block_is_removed_and_its_summary_stripped() -> None:
-    text = "Before\n<details><summary>Memory</summary>\nremembered fact\n</details>\nAfter\n"
-    driver, result = run(text)
-    assert driver.messages == ["Before", "After"]
-    assert result.details_content == "remembered fact"
+# name: (the answer, its chunks' size, the messages it shows, the details content captured)
+_DETAILS: dict[str, tuple[str, int, list[str], str | None]] = {
+    "a_details_block_is_removed_and_its_summary_stripped": (
+        "Before\n<details><summary>Memory</summary>\nremembered fact\n</details>\nAfter\n",
+        3,
+        ["Before", "After"],
+        "remembered fact",
+    ),
+    "only_the_first_summary_is_stripped": (
+        "<details><summary>A</summary>x<summary>B</summary>y</details>Z",
+        3,
+        ["Z"],
+        "x<summary>B</summary>y",
+    ),
+    "several_details_blocks_are_joined_by_a_blank_line": (
+        "<details><summary>S</summary>one</details>A\n<details>two</details>B\n",
+        3,
+        ["A", "B"],
+        "one\n\ntwo",
+    ),
+    "text_before_and_after_a_block_on_one_line_keeps_its_order": (
+        "Start <details><summary>S</summary>hidden</details> end\n",
+        3,
+        ["Start  end"],
+        "hidden",
+    ),
+    "lines_around_blocks_keep_their_order": (
+        "One\n<details>x</details>\nTwo\n<details>y</details>\nThree\n",
+        1,
+        ["One", "Two", "Three"],
+        "x\n\ny",
+    ),
+    "a_summary_outside_details_is_visible_text": (
+        "A<summary>not a label</summary>B\n",
+        3,
+        ["A<summary>not a label</summary>B"],
+        None,
+    ),
+}
 
 
-def test_E5_only_the_first_summary_is_stripped() -> None:
-    driver, result = run("<details><summary>A</summary>x<summary>B</summary>y</details>Z")
-    assert driver.messages == ["Z"]
-    assert result.details_content == "x<summary>B</summary>y"
-
-
-def test_E5_several_details_blocks_are_joined_by_a_blank_line() -> None:
-    text = "<details><summary>S</summary>one</details>A\n<details>two</details>B\n"
-    driver, result = run(text)
-    assert driver.messages == ["A", "B"]
-    assert result.details_content == "one\n\ntwo"
+@pytest.mark.parametrize(
+    ("text", "size", "messages", "details"), list(_DETAILS.values()), ids=list(_DETAILS)
+)
+def test_E5_details_blocks(text: str, size: int, messages: list[str], details: str | None) -> None:
+    driver, result = run(text, size=size)
+    assert driver.messages == messages
+    assert result.details_content == details
 
 
 def test_E5_an_empty_details_block_adds_nothing() -> None:
@@ -232,31 +262,12 @@ def test_E5_an_empty_details_block_adds_nothing() -> None:
     assert result.details_content == "one"
 
 
-def test_E5_text_before_and_after_a_block_on_one_line_keeps_its_order() -> None:
-    driver, result = run("Start <details><summary>S</summary>hidden</details> end\n")
-    assert driver.messages == ["Start  end"]
-    assert result.details_content == "hidden"
-
-
-def test_E5_lines_around_blocks_keep_their_order() -> None:
-    text = "One\n<details>x</details>\nTwo\n<details>y</details>\nThree\n"
-    driver, result = run(text, size=1)
-    assert driver.messages == ["One", "Two", "Three"]
-    assert result.details_content == "x\n\ny"
-
-
 def test_E5_a_details_block_split_across_chunks_at_every_position_is_captured() -> None:
     text = "A\n<details><summary>S</summary>body</details>\nB\n"
     for chunks in splits(text):
         driver, result = run(chunks)
         assert driver.messages == ["A", "B"], chunks
         assert result.details_content == "body", chunks
-
-
-def test_E5_a_summary_outside_details_is_visible_text() -> None:
-    driver, result = run("A<summary>not a label</summary>B\n")
-    assert driver.messages == ["A<summary>not a label</summary>B"]
-    assert result.details_content is None
 
 
 # -- E8: unterminated blocks at a flush ------------------------------------------------------
