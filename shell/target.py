@@ -50,8 +50,10 @@ channel's typing indicator (`cordstream.shell.delivery`). Any object with an int
   carries on in the channel, as normal messages: that same request is made again at once
   through the channel (a new message with `Messageable.send`; an edit of the original
   response or of a follow-up through the channel's message route, `PartialMessage.edit`,
-  since public interaction messages are the bot's own), and so is every later one. Nothing is
-  lost, and `messages` holds what the channel shows. Embeds then go to the channel publicly
+  since public interaction messages are the bot's own), and so is every later one. A
+  deferral still "thinking" then is deleted through the channel and the first message sent
+  anew (only the token takes a message out of "thinking"). Nothing is lost, and `messages`
+  holds what the channel shows. Embeds then go to the channel publicly
   (a channel cannot show an ephemeral message). An ephemeral answer (a deferral the bot made
   ephemeral) cannot outlive its token: the channel's routes do not reach it (Discord answers
   10008), so it ends as `message_deleted` (L9).
@@ -67,6 +69,7 @@ channel's typing indicator (`cordstream.shell.delivery`). Any object with an int
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
@@ -319,10 +322,11 @@ class InteractionTarget:
                 answer.channel_only = True
         channel = self.fallback_channel()
         if answer.original == "thinking" and answer.original_id is not None:
-            # The deferral's message is public and the bot's: it shows the first text or embed.
-            shown = await channel.get_partial_message(answer.original_id).edit(**shows)
-            answer.original = "shown"
-            return shown
+            # The deferral's message stays "thinking" whatever the channel's route edits into
+            # it (only the token ends that state): it is deleted, and the message sent anew.
+            thinking, answer.original, answer.original_id = answer.original_id, "none", None
+            with contextlib.suppress(discord.HTTPException):  # gone already, or no access:
+                await channel.get_partial_message(thinking).delete()  # the text goes anyway
         return await in_channel(channel)
 
     @future_safe

@@ -123,13 +123,13 @@ MESSAGE_REQUESTS: Final = frozenset({"send", "edit"})
 # - `limit_loop`: a code block rolls over into a message that `send_message_limit` or
 #   `flush_limit` forbids; the core asks for the channel's turn again and again, and the call
 #   never returns (B1; see `limit_loop`, which the harnesses ask of a stuck stream).
-# The four above were fixed (2026-12-02). Pending, found by the soak's interactions phase:
+# The four above were fixed (2026-12-02), and so was, found by the soak's interactions phase:
 # - `thinking_after_expiry` (K1): the interaction's token expires while its original response
-#   still shows "thinking" (no text yet); the shell edits that message through the channel's
-#   route, which does not end the thinking state (Discord keeps the LOADING flag on it, as the
-#   emulator does), so the answer is left "thinking" after its result. Pinned by
-#   `test_K1_a_token_expiring_while_the_answer_thinks_leaves_nothing_thinking`.
-KNOWN_DEFECTS: Final[frozenset[str]] = frozenset({"thinking_after_expiry"})
+#   still shows "thinking" (no text yet); the shell edited that message through the channel's
+#   route, which does not end the thinking state (the LOADING flag stays), so the answer was
+#   left "thinking" after its result. Now the message is deleted and the text sent anew
+#   (`test_K1_a_token_expiring_while_the_answer_thinks_leaves_nothing_thinking`).
+KNOWN_DEFECTS: Final[frozenset[str]] = frozenset()
 
 RequestKind: TypeAlias = Literal["stop", "follow_up"]
 When: TypeAlias = Literal["before", "during", "after"]
