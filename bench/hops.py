@@ -7,7 +7,7 @@ into cordstream's own code (`domain/`, `shell/`, not the test kit). Two stretche
 counted, each as cordstream frames entered and the files they are in:
 
 - *there*: from the adapter turning the SSE chunk into a `TextChunk` to the request that
-  sends the message (`delivery.send_message`);
+  sends the message (`delivery.post`, which `delivery.send_message` wraps);
 - *back*: from Discord's answer becoming an event (`delivery.outcome`) to the result
   (`_Stream.conclude`).
 
@@ -66,7 +66,7 @@ class Trace:
         opens = self.stretch is None and where.startswith("shell/providers/openai")
         if opens and "Hello" in repr(frame.f_locals)[:2000]:
             self.stretch = "there"
-        if self.stretch == "there" and name == "send_message" and where == "shell/delivery.py":
+        if self.stretch == "there" and name == "post" and where == "shell/delivery.py":
             self.calls["there"].append((where, name))
             self.stretch = "between"
             return
