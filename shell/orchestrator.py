@@ -86,10 +86,11 @@ sent. If the core faults again, or cannot end the stream that way, it is fed not
 provider is no longer read (and is closed), and once the requests in flight are answered the
 result is made from the state as it stands (`cordstream.domain.machine.abandon`): `error`
 with the first fault as data, no embed, and as `messages`/`accumulated_text`/`messages_sent`
-the messages Discord accepted. What Discord accepted is defined once, by the core
-(`cordstream.domain.outbox`); this module keeps a ledger of its own (`accepted`) only for this
-last resort, because the core may have missed the `Delivered` it faulted on. The ledger is
-written where `Delivered` is made, from the content of the `SendMessage` it answers, and is
+the messages Discord accepted. What Discord accepted is defined once, by the core (its
+delivery policy's `messages`, `cordstream.domain.delivery`); this module keeps a ledger of
+its own (`accepted`) only for this last resort, because the core may have missed the
+`Delivered` it faulted on. The ledger is written where `Delivered` is made, from the content
+of the `SendMessage` (or `EditMessage`) it answers, and is
 handed to `abandon`, which builds the result exactly as a finished stream's is built; so the
 two agree by construction. The same happens when, after a fault, nothing is in flight any more
 and the core has not finished. Every wait is bounded by the requests in flight (discord.py's
