@@ -106,8 +106,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Callable, Coroutine, Iterable
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from collections.abc import Coroutine, Iterable
+from typing import Any
 
 import discord
 
@@ -168,23 +168,6 @@ FINAL_EDIT_TIMEOUT = 5.0
 # Not a failure of the provider: the program is asked to end (see "Rules chosen" above).
 _FATAL = (KeyboardInterrupt, SystemExit)
 
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-def _forwards_to(
-    target: Callable[Concatenate[Any, _P], _R],
-) -> Callable[[Callable[..., _R]], Callable[Concatenate[Any, _P], _R]]:
-    """For a method that hands its arguments on to `target` (a method of another class): it
-    takes `target`'s parameters, stated once, there. Type checkers see them, and so does
-    `inspect.signature` (through `__wrapped__`); nothing else changes."""
-
-    def decorate(method: Callable[..., _R]) -> Callable[Concatenate[Any, _P], _R]:
-        method.__wrapped__ = target  # type: ignore[attr-defined]
-        return method
-
-    return decorate
-
 
 class StreamOrchestrator:
     """Streams providers into Discord. One orchestrator serves any number of streams at once.
@@ -218,10 +201,15 @@ class StreamOrchestrator:
         answer, K1); one result, never raises."""
         return await _Stream(self, provider, config, context).run()
 
-    @_forwards_to(StopRegistry.request_stop)
-    def request_stop(self, *args: Any, **kwargs: Any) -> bool:
-        """`request_stop(channel_id, requester_id=None, context=None, *, answering=None)`: stop
-        the channel's streams (C2); `context` comes back as `result.stop_context`.
+    def request_stop(
+        self,
+        channel_id: int,
+        requester_id: str | None = None,
+        context: object = None,
+        *,
+        answering: int | None = None,
+    ) -> bool:
+        """Stop the channel's streams (C2); `context` comes back as `result.stop_context`.
 
         With `answering` (a user id), only the stream answering that user stops (C9); the
         channel's other streams go on. Without it the stop is channel-wide: every stream
@@ -229,7 +217,7 @@ class StreamOrchestrator:
         is gone once they all resolved it; when none runs, it stops the next one (B4). Not
         checked against C10: the bot's own code is trusted (see `member_may_stop`).
         """
-        return self.stops.request_stop(*args, **kwargs)
+        return self.stops.request_stop(channel_id, requester_id, context, answering=answering)
 
     def request_follow_up(self, channel_id: int, requester_id: str) -> bool:
         """A new user message: end the stream as `follow_up_interrupt` (C3).
