@@ -230,7 +230,7 @@ import random
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Final, Literal, NoReturn, TypeAlias, cast, get_args
@@ -1457,7 +1457,6 @@ def assign_channels(
 
 
 async def run_batch(env: Env, plans: Sequence[Plan], report: Report) -> list[Outcome]:
-    loop = asyncio.get_running_loop()
     api, stops = env.api, env.stops
     tasks_before = set(asyncio.all_tasks())
     first_request = len(api.requests)
@@ -1471,43 +1470,15 @@ async def run_batch(env: Env, plans: Sequence[Plan], report: Report) -> list[Out
             for request in plan.requests:
                 if request.when == "before":
                     fire(env, channel.id, plan, request, made)
-    tasks = [
-        loop.create_task(run_stream(env, plan, channel))
-        for plan, channel in zip(plans, channels, strict=True)
-    ]
-    done, stuck = await asyncio.wait(tasks, timeout=STREAM_LIMIT)
-    env.killing = True
-    for task in stuck:
-        task.cancel()
-    await asyncio.gather(*stuck, return_exceptions=True)
-    env.killing = False
-    outcomes: list[Outcome] = []
-    for plan, channel, task in zip(plans, channels, tasks, strict=True):
-        if task in done:
-            outcomes.append(task.result())
-        else:
-            outcome = outcome_of(plan, channel.id, env.reply_ids[channel.id], SoakProvider(()))
-            outcome.stuck = True
-            outcomes.append(outcome)
-    # Every request scheduled during or after a stream fires before the batch is judged.
-    last = max(o.done_at for o in outcomes) + _latest_request(plans) + 0.001
-    if last > loop.time():
-        await asyncio.sleep(last - loop.time())
-    # Requests a cancelled call handed over (discord.py was waiting out a global 429) end
-    # once its lock opens; any still running after BACKGROUND_LIMIT is counted as leaked.
-    # Then a request a cancelled call had already sent, which Discord still answers (here:
-    # one the emulator delays) and may accept after the call, lands in this batch's window,
-    # not in the next stream's on that channel.
-    try:
-        async with asyncio.timeout(BACKGROUND_LIMIT):
-            await ratelimit.drain_background()
-            await api.idle()
-    except TimeoutError:
-        pass
-    leftover = leftover_tasks(tasks_before)
-    report.leaked_tasks += len(leftover)
-    report.leaked_task_names.extend(leftover)
-    report.leaked_listeners += stops.listening()
+    by_channel = {c.id: c for c in channels}
+    outcomes = await run_streams(
+        env,
+        plans,
+        [c.id for c in channels],
+        lambda plan, channel_id: run_stream(env, plan, by_channel[channel_id]),
+        lambda channel_id: env.reply_ids[channel_id],
+    )
+    await quiesce(env, report, outcomes, _latest_request(plans), tasks_before)
     requests = api.requests[first_request:]
     groups: dict[int, list[Outcome]] = {}
     for outcome in outcomes:
@@ -1539,12 +1510,79 @@ async def run_batch(env: Env, plans: Sequence[Plan], report: Report) -> list[Out
             distribute(env, members)
             judge_answers(env, members, report)
         attribute(members)
-    stops.forget()
     api.clear_faults()
+    await close_batch(env, report)
+    return outcomes
+
+
+async def run_streams(
+    env: Env,
+    plans: Sequence[Plan],
+    channel_ids: Sequence[int],
+    run: Callable[[Plan, int], Coroutine[Any, Any, Outcome]],
+    reply_id: Callable[[int], int],
+) -> list[Outcome]:
+    """Each plan's stream (`run(plan, channel_id)`) in a task of its own, all at once; those
+    still running after STREAM_LIMIT are cancelled, and their outcomes say `stuck`."""
+    loop = asyncio.get_running_loop()
+    tasks = [loop.create_task(run(p, c)) for p, c in zip(plans, channel_ids, strict=True)]
+    done, stuck = await asyncio.wait(tasks, timeout=STREAM_LIMIT)
+    env.killing = True
+    for task in stuck:
+        task.cancel()
+    await asyncio.gather(*stuck, return_exceptions=True)
+    env.killing = False
+    outcomes: list[Outcome] = []
+    for plan, channel_id, task in zip(plans, channel_ids, tasks, strict=True):
+        if task in done:
+            outcomes.append(task.result())
+        else:
+            outcome = outcome_of(plan, channel_id, reply_id(channel_id), SoakProvider(()))
+            outcome.stuck = True
+            outcomes.append(outcome)
+    return outcomes
+
+
+async def quiesce(
+    env: Env,
+    report: Report,
+    outcomes: Sequence[Outcome],
+    latest: float,
+    tasks_before: set[asyncio.Task[Any]],
+    *,
+    then: Callable[[], Awaitable[None]] | None = None,
+) -> None:
+    """Before a batch is judged: every request scheduled during or after a stream fires
+    (`latest` seconds after the last result at most), then what `then` waits for; requests a
+    cancelled call handed over (discord.py was waiting out a global 429) end once its lock
+    opens, and any still running after BACKGROUND_LIMIT is counted as leaked. Then a request a
+    cancelled call had already sent, which Discord still answers (here: one the emulator
+    delays) and may accept after the call, lands in this batch's window, not in the next
+    stream's on that channel. Leaked tasks and registry listeners are counted."""
+    loop = asyncio.get_running_loop()
+    last = max(o.done_at for o in outcomes) + latest + 0.001
+    if last > loop.time():
+        await asyncio.sleep(last - loop.time())
+    if then is not None:
+        await then()
+    try:
+        async with asyncio.timeout(BACKGROUND_LIMIT):
+            await ratelimit.drain_background()
+            await env.api.idle()
+    except TimeoutError:
+        pass
+    leftover = leftover_tasks(tasks_before)
+    report.leaked_tasks += len(leftover)
+    report.leaked_task_names.extend(leftover)
+    report.leaked_listeners += env.stops.listening()
+
+
+async def close_batch(env: Env, report: Report) -> None:
+    """The registry forgets the batch, and a probe send checks the client still works (B11)."""
+    env.stops.forget()
     if not await probe_client(env):
         report.wedged_clients += 1
         report.samples.append(f"batch {report.batches}: a probe send did not complete (B11)")
-    return outcomes
 
 
 async def probe_client(env: Env) -> bool:
@@ -2281,7 +2319,6 @@ async def run_asked_batch(asked: Asked, plans: Sequence[Plan], report: Report) -
     each stream's record is its channel's public messages (the "thinking" ones aside) and
     the ephemeral ones it showed its user, its requests (its interaction's too), and the
     stops its Stop button's clicks registered (`ClickRegistry.offers`)."""
-    loop = asyncio.get_running_loop()
     env = asked.env
     api, stops = env.api, cast(ClickRegistry, env.stops)
     tasks_before = set(asyncio.all_tasks())
@@ -2289,39 +2326,19 @@ async def run_asked_batch(asked: Asked, plans: Sequence[Plan], report: Report) -
     channels = asked.channel_ids[: len(plans)]
     first_change = {c: len(api.history(c)) for c in channels}
     stops.offers.clear()
-    tasks = [
-        loop.create_task(run_interaction(asked, plan, channel_id))
-        for plan, channel_id in zip(plans, channels, strict=True)
-    ]
-    done, stuck = await asyncio.wait(tasks, timeout=STREAM_LIMIT)
-    env.killing = True
-    for task in stuck:
-        task.cancel()
-    await asyncio.gather(*stuck, return_exceptions=True)
-    env.killing = False
-    outcomes: list[Outcome] = []
-    for plan, channel_id, task in zip(plans, channels, tasks, strict=True):
-        if task in done:
-            outcomes.append(task.result())
-        else:
-            outcome = outcome_of(plan, channel_id, 0, SoakProvider(()))
-            outcome.stuck = True
-            outcomes.append(outcome)
-    last = max(o.done_at for o in outcomes) + _latest_asking(plans) + 0.001
-    if last > loop.time():
-        await asyncio.sleep(last - loop.time())
-    while asked.clicking:
-        await asyncio.gather(*asked.clicking, return_exceptions=True)
-    try:
-        async with asyncio.timeout(BACKGROUND_LIMIT):
-            await ratelimit.drain_background()
-            await api.idle()
-    except TimeoutError:
-        pass
-    leftover = leftover_tasks(tasks_before)
-    report.leaked_tasks += len(leftover)
-    report.leaked_task_names.extend(leftover)
-    report.leaked_listeners += stops.listening()
+    outcomes = await run_streams(
+        env,
+        plans,
+        channels,
+        lambda plan, channel_id: run_interaction(asked, plan, channel_id),
+        lambda _channel_id: 0,
+    )
+
+    async def clicks_answered() -> None:
+        while asked.clicking:
+            await asyncio.gather(*asked.clicking, return_exceptions=True)
+
+    await quiesce(env, report, outcomes, _latest_asking(plans), tasks_before, then=clicks_answered)
     report.entries_leaked += len(stops.leaks())
     requests = api.requests[first_request:]
     for outcome in outcomes:
@@ -2350,11 +2367,8 @@ async def run_asked_batch(asked: Asked, plans: Sequence[Plan], report: Report) -
         ]
         outcome.fired.sort(key=lambda f: f.at)
         judge_registry(env, outcome, report)
-    stops.forget()
     env.misadmitted = {}
-    if not await probe_client(env):
-        report.wedged_clients += 1
-        report.samples.append(f"batch {report.batches}: a probe send did not complete (B11)")
+    await close_batch(env, report)
     return outcomes
 
 
