@@ -1812,39 +1812,33 @@ def tally(report: Report, outcome: Outcome) -> None:
             continue
         report.violations[name] += 1
         report.invariant_violations += 1
-        match name:
-            case "transcript":
-                report.transcript_mismatches += 1
-                expired = outcome.expired_at
-                report.expiry_losses += expired is not None and expired <= outcome.done_at
-            case "cancelling":
-                report.cancelling_changed += 1
-            case "timeout_as_cancelled":
-                report.timeouts_as_cancelled += 1
-            case "stop_lost":
-                report.stops_lost += 1
-            case "anomalies":
-                report.anomalies += 1
-            case "cursor_left":
-                report.cursors_left += 1
-            case "shrank":
-                report.shrinking_edits += 1
-            case "rate_limited":
-                report.live_429s += 1
-            case "cross_answer":
-                report.cross_answer_stops += 1
-            case "request_ignored" | "B4":
-                report.stops_missed += 1
-            case "left_thinking":
-                report.left_thinking += 1
-            case "public_embed":
-                report.public_embeds += 1
-            case "refused_click_obeyed":
-                report.refused_clicks_obeyed += 1
-            case "click_ignored":
-                report.accepted_clicks_ignored += 1
+        figure = COUNTED_AS.get(name)
+        if figure is not None:
+            setattr(report, figure, getattr(report, figure) + 1)
+        if name == "transcript":  # a transcript that lost text at a token's expiry (K1)
+            expired = outcome.expired_at
+            report.expiry_losses += expired is not None and expired <= outcome.done_at
         _sample(report, outcome, f"{name}: {detail}")
 
+
+# The must-be-zero figure a violation counts toward, besides `invariant_violations`.
+COUNTED_AS: Final[Mapping[str, str]] = {
+    "transcript": "transcript_mismatches",
+    "cancelling": "cancelling_changed",
+    "timeout_as_cancelled": "timeouts_as_cancelled",
+    "stop_lost": "stops_lost",
+    "anomalies": "anomalies",
+    "cursor_left": "cursors_left",
+    "shrank": "shrinking_edits",
+    "rate_limited": "live_429s",
+    "cross_answer": "cross_answer_stops",
+    "request_ignored": "stops_missed",
+    "B4": "stops_missed",
+    "left_thinking": "left_thinking",
+    "public_embed": "public_embeds",
+    "refused_click_obeyed": "refused_clicks_obeyed",
+    "click_ignored": "accepted_clicks_ignored",
+}
 
 CLEANUP_REACHED: Final = frozenset(CLEANUPS[1:]) | frozenset(REACTIONS[1:])
 

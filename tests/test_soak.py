@@ -37,6 +37,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 from collections import Counter
 from dataclasses import replace
@@ -51,8 +52,10 @@ from bench.soak import (
     AFTER_STOP_MARKER,
     ANSWERED,
     CLEANUPS,
+    COUNTED_AS,
     FAULT_LABELS,
     MODERATOR,
+    MUST_BE_ZERO,
     OFFSET,
     REACTIONS,
     THIRD_USER,
@@ -1351,3 +1354,8 @@ async def test_K1_a_token_expiring_while_the_answer_thinks_leaves_nothing_thinki
         original = api.messages()[0]
         assert not original.flags & LOADING, "the answer's message still shows thinking"
         assert not asked.thinking
+
+
+def test_each_violation_counts_toward_a_must_be_zero_figure_of_the_report() -> None:
+    fields = {f.name for f in dataclasses.fields(Report)}
+    assert set(COUNTED_AS.values()) <= set(MUST_BE_ZERO) & fields
