@@ -885,11 +885,17 @@ def shared_plan(rng: random.Random, index: int, group: int, config: StreamConfig
     group: its script, cleanup and reaction drawn as any stream's, with the group's `config`
     but no Discord fault, no request, no deletion, a plain caller, no reply and no embed, so
     that what the channel shows is the streams' doing alone (`attribute`)."""
+    return grouped(make_plan(rng, index), group, config, requests=())
+
+
+def grouped(plan: Plan, group: int, config: StreamConfig, **more: Any) -> Plan:
+    """`plan` as one of a group sharing a channel: the group's `config`, no Discord fault, no
+    deletion, a plain caller, no reply and no embed, so that what the channel shows is the
+    group's streams' doing alone (`attribute`); `more` sets the rest."""
     return replace(
-        make_plan(rng, index),
+        plan,
         config=config,
         faults=(),
-        requests=(),
         reply=False,
         suppress=True,
         caller="plain",
@@ -897,6 +903,7 @@ def shared_plan(rng: random.Random, index: int, group: int, config: StreamConfig
         race=False,
         delete_at=None,
         group=group,
+        **more,
     )
 
 
@@ -923,19 +930,12 @@ def answer_group(rng: random.Random, group: int, size: int) -> list[Plan]:
         requests[member].append(request)
     plans = [make_plan(rng, group + k) for k in range(size)]
     return [
-        replace(
+        grouped(
             plan,
+            group,
+            config,
             steps=_slowed(rng, plan.steps) if rng.random() < 0.6 else plan.steps,
-            config=config,
-            faults=(),
             requests=tuple(requests[k]),
-            reply=False,
-            suppress=True,
-            caller="plain",
-            caller_at=0.0,
-            race=False,
-            delete_at=None,
-            group=group,
             per_answer=True,
             answering=answering[k],
             start_at=start_at[k],
