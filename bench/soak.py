@@ -889,20 +889,23 @@ def shared_plan(rng: random.Random, index: int, group: int, config: StreamConfig
 
 
 def grouped(plan: Plan, group: int, config: StreamConfig, **more: Any) -> Plan:
-    """`plan` as one of a group sharing a channel: the group's `config`, no Discord fault, no
-    deletion, a plain caller, no reply and no embed, so that what the channel shows is the
-    group's streams' doing alone (`attribute`); `more` sets the rest."""
+    """`plan` as one of a group sharing a channel: the group's `config`, no embed, and
+    `quiet`, so that what the channel shows is the group's streams' doing alone
+    (`attribute`); `more` sets the rest."""
+    return quiet(plan, config=config, suppress=True, group=group, **more)
+
+
+def quiet(plan: Plan, **more: Any) -> Plan:
+    """`plan` without a Discord fault, a moderator's deletion, a reply or a caller of its own
+    (a plain call, no race); `more` sets the rest."""
     return replace(
         plan,
-        config=config,
         faults=(),
         reply=False,
-        suppress=True,
         caller="plain",
         caller_at=0.0,
         race=False,
         delete_at=None,
-        group=group,
         **more,
     )
 
@@ -2153,15 +2156,9 @@ def asked_plan(rng: random.Random, index: int, asker: int) -> Plan:
         expire_at = round(moment, 4) + OFFSET
     elif roll < INTERACTION_SHARE:
         expire_at = 0.0
-    return replace(
+    return quiet(
         plan,
-        faults=(),
         requests=tuple(_for_asker(rng, r, asker) for r in plan.requests),
-        reply=False,
-        caller="plain",
-        caller_at=0.0,
-        race=False,
-        delete_at=None,
         answering=asker,
         asking=Asking(stop_button, rng.random() < 0.8, expire_at, clicks),
     )
