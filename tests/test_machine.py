@@ -1450,6 +1450,29 @@ def test_F4_other_discord_failures_end_as_error_with_an_embed(failure: DiscordFa
     assert driver.messages == []
 
 
+def test_F4_C6_a_refusal_while_a_stop_is_flushed_sends_nothing_more() -> None:
+    """A user's stop flushes what is pending (C6); Discord refuses the first of those
+    messages: the stop stays the outcome, and the rest is not sent (F4)."""
+    driver = Driver(StreamConfig(delivery="messages", max_message_length=200), auto_deliver=False)
+    driver.start()
+    line = "a line of a hundred and twenty characters " * 3
+    driver.text(*(f"{n}: {line}\n" for n in range(4)), "the end")
+    stop = StopRequest("stop", "bob", context="ctx")
+    driver.request(stop)
+    assert driver.pending_send is not None
+    sends = len(driver.sends)
+    driver.reject(DiscordFailure(None, 500, RuntimeError("Internal Server Error")))
+
+    result = driver.settle()
+    assert (result.status, result.stop_reason, result.stop_context) == (
+        "stopped_by_user",
+        "user_request",
+        "ctx",
+    )
+    assert len(driver.sends) == sends  # nothing after the refusal
+    assert driver.messages == []
+
+
 def test_F4_failure_without_an_exception_is_reported_as_the_failure() -> None:
     failure = DiscordFailure(50013, 403)
     driver = Driver()

@@ -357,6 +357,18 @@ def test_E6_a_punctuation_only_line_after_a_code_block_is_not_sent_alone() -> No
     assert ":)" not in driver.messages
 
 
+@pytest.mark.parametrize("degree", [0, 1, 2, 3])
+def test_E6_E7_punctuation_that_opens_a_long_code_block_is_shown_once(degree: int) -> None:
+    """Punctuation alone before a fence starts the block's first piece (E6); when the block is
+    cut into several messages (E7), only the first carries it."""
+    lines = "".join(f"print({i})  # a line of code number {i}\n" for i in range(12))
+    config = StreamConfig(max_message_length=200, humanizer_degree=degree)
+    driver, _ = run("...\n```py\n" + lines + "```\nAfter\n", config=config, size=5)
+    assert len(driver.messages) >= 3
+    assert driver.messages[0].startswith("...\n```py\nprint(0)")
+    assert [m.count("...") for m in driver.messages] == [1] + [0] * (len(driver.messages) - 1)
+
+
 # -- E6: punctuation alone joins its neighbour, before or after, in every delivery path --------
 
 _WELL = "Well, I think so."
