@@ -96,14 +96,20 @@ def step(state: StreamState, event: events.Event) -> tuple[StreamState, tuple[Ef
 
 
 def abandon(
-    state: StreamState, error: BaseException, now: float, accepted: tuple[str, ...] | None = None
+    state: StreamState,
+    error: BaseException,
+    now: float,
+    late: tuple[events.Delivered | events.Rejected, ...] = (),
 ) -> StreamResult:
     """The result of a stream the shell cannot drive to its end: `error`, with what Discord
-    accepted so far (B1, B9): `accepted` when the shell knows better than the state (a fault
-    may have kept an answer from reaching it), else the state's own record."""
+    accepted so far (B1, B9, F2): the state's own record, and the answers to its requests that
+    the shell could no longer feed it (`late`: a fault kept them from it)."""
     run = _Run(state)
+    for answer in late:
+        if isinstance(answer, events.Delivered) and run.delivery.knows(answer.seq):
+            run.delivery.accepted(answer.now, answer.url)
     run.core = replace(run.core, ending=Ending("error", "natural", error))
-    run.finish(now, accepted)
+    run.finish(now)
     finish = run.effects[-1]
     assert isinstance(finish, Finish)  # finish() always ends with it
     return finish.result
@@ -354,7 +360,7 @@ class _Run:
             return
         self.end(outcomes.internal_stop(self.core.settings, reason), now)
 
-    def finish(self, now: float, accepted: tuple[str, ...] | None = None) -> None:
+    def finish(self, now: float) -> None:
         core = self.core
         ending = core.ending
         assert ending is not None
@@ -362,7 +368,7 @@ class _Run:
         result = outcomes.result(
             ending,
             core.record,
-            self.delivery.messages() if accepted is None else accepted,
+            self.delivery.messages(),
             first_url=self.delivery.first_url(),
             duration_ms=duration_ms,
             anomalies=core.anomalies,

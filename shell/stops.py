@@ -315,3 +315,66 @@ def interaction_may_stop(interaction: discord.Interaction, *, answering: int | N
     the interaction's channel (`interaction.permissions`) include managing messages."""
     manage = interaction.permissions.manage_messages
     return may_stop(answering, interaction.user.id, manage_messages=manage)
+
+
+class StopRequests:
+    """What a bot asks of the stop registry (`stops`) through a `StreamOrchestrator`: stops,
+    follow-ups and what is pending, by channel and, with `answering`, by answer (C1-C10)."""
+
+    stops: StopRegistry
+
+    def request_stop(
+        self,
+        channel_id: int,
+        requester_id: str | None = None,
+        context: object = None,
+        *,
+        answering: int | None = None,
+    ) -> bool:
+        """Stop the channel's streams (C2); `context` comes back as `result.stop_context`.
+
+        With `answering` (a user id), only the stream answering that user stops (C9); the
+        channel's other streams go on. Without it the stop is channel-wide: every stream
+        running in the channel stops, each with this stop's reason and context, and the stop
+        is gone once they all resolved it; when none runs, it stops the next one (B4). Not
+        checked against C10: the bot's own code is trusted (see `member_may_stop`).
+        """
+        return self.stops.request_stop(channel_id, requester_id, context, answering=answering)
+
+    def request_follow_up(self, channel_id: int, requester_id: str) -> bool:
+        """A new user message: end the stream as `follow_up_interrupt` (C3).
+
+        It ends the requester's own answer (a stream with `answering` such that
+        `requester_id == str(answering)`) and streams that name nobody; streams answering
+        other users go on (C9). False while a stop reaching the requester's answer is pending.
+        """
+        return self.stops.request_follow_up(channel_id, requester_id)
+
+    def interrupt_own_answer(self, channel_id: int, user_id: int) -> bool:
+        """C9: a new message from `user_id` ends that user's own answer streaming in the
+        channel (`follow_up_interrupt`), and no other. False, and nothing is registered, when
+        no stream answers that user there (nothing to interrupt: answer the message as a new
+        turn) or a stop for that answer is pending."""
+        if not self.stops.is_answering(channel_id, user_id):
+            return False
+        return self.stops.request_follow_up(channel_id, str(user_id))
+
+    def is_answering(self, channel_id: int, user_id: int) -> bool:
+        """Whether a stream answering `user_id` (`StreamContext.answering`) runs in the
+        channel (C9). Between two model requests of a tool loop no stream runs."""
+        return self.stops.is_answering(channel_id, user_id)
+
+    def has_stop_request(self, channel_id: int, *, answering: int | None = None) -> bool:
+        """Whether a stop or follow-up is pending in the channel; with `answering`, one that
+        would reach the answer to that user (C9)."""
+        return self.stops.has_stop_request(channel_id, answering=answering)
+
+    def discard_requests(self, channel_id: int, *, answering: int | None = None) -> bool:
+        """Forget pending stops and follow-ups; True if there was one.
+
+        Call it when a new turn starts for a new user message, so a request that arrived
+        after the previous stream had ended does not end the new stream at once (B4). Without
+        `answering`, every request of the channel; with it, only those the new answer to that
+        user would take, so other users' pending requests stay (C9).
+        """
+        return bool(self.stops.discard(channel_id, answering=answering))

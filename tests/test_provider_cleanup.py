@@ -603,7 +603,7 @@ async def test_B11_a_provider_that_swallows_every_cancellation_is_abandoned_with
         assert provider.probe.interrupted >= 2  # interrupted, then cancelled once more
         # The one thing left behind: the provider's task, running the provider's code.
         (left,) = ours(other_tasks() - before)
-        assert getattr(left.get_coro(), "__qualname__", "") == "_Stream.provide"
+        assert getattr(left.get_coro(), "__qualname__", "") == "ProviderTask.run"
         assert s.stops.listening() == 0
         assert len(s.stops) == 0
         # A stop registered after the call belongs to the next stream: the abandoned
