@@ -283,7 +283,7 @@ TIMES = st.sampled_from([0.0, 0.0, 0.01, 0.1, 0.5, 1.0, 1.1, 3.0])
 def scenarios(draw: st.DrawFn) -> tuple[list[Arrival], Budget | None, list[Budget]]:
     lanes = draw(st.lists(BUDGETS, min_size=0, max_size=3))
     budget = draw(st.none() | BUDGETS)
-    shapes = [((), True)]
+    shapes: list[tuple[tuple[int, ...], bool]] = [((), True)]
     shapes += [((n,), False) for n in range(len(lanes))]  # live delivery's channel turns
     shapes += [((n,), True) for n in range(len(lanes))]
     if len(lanes) > 1:
