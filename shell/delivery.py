@@ -100,7 +100,8 @@ async def trigger_typing(channel: discord.abc.Messageable) -> None:
     """Show "is typing…" once (it lasts about ten seconds or until the next message).
 
     The request's coroutine is awaited directly (`Typing.wrapped_typer`, discord.py 2.x), not
-    through `Typing.__await__`, whose wrapper hides the chain from `cordstream.shell.ratelimit`:
+    through `Typing.__await__`, whose wrapper hides the chain from
+    `cordstream.shell.discordpy_global_lock`:
     a typing request cancelled while discord.py sleeps off a global 429 must be seen as one,
     or discord.py's global lock is left closed (B11)."""
     typing = channel.typing()
