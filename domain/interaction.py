@@ -14,8 +14,9 @@ interaction's token (its original response, and webhook follow-ups) and the chan
 The shell asks this module what to do and reports what Discord answered, as values:
 `begin(prior)` says whether to defer or look the original response up, and `deferred` /
 `looked_up` take the outcome; `route_message` and `route_edit` name the route of each request;
-`token_expired` and `shown` record what a request taught; `shows_typing` and `settle` answer the
-rest. Every result is a named value (a dataclass, or a Literal), compared with `==` in tests.
+`token_expired`, `shown` and `thinking_deleted` record what a request taught or did;
+`shows_typing` and `settle` answer the rest. Every result is a named value (a dataclass, or a
+Literal), compared with `==` in tests.
 
 The one idea: only the token takes a message out of "thinking". While the original response is
 thinking and the token lives, the next message or embed fills it; once the token is dead, a
