@@ -33,6 +33,8 @@ Where each rule of SPEC.md lives:
 - `embeds`, `catalogue`, `redact` — what an error, timeout or warning embed says (G).
 - `requests`  — stop and follow-up entries: which wins, what reason, what a stream does with
                 one (C1–C8).
+- `interaction` — where an interaction's answer stands: the deferral, the route of each
+                message, embed and edit, the token's expiry, settling (K1).
 - `chunks`, `results`, `config` — the public value types of SPEC §A.
 
 This package imports nothing from asyncio, discord, aiohttp, clocks, randomness or I/O.

@@ -1,83 +1,48 @@
-"""Where a stream's messages go: a channel, or an application-command interaction (SPEC F, K1, K3).
+"""Where a stream's messages go: a channel, or an application-command interaction (SPEC F, K).
 
-The orchestrator carries the core's effects out against a target (`target_for(context)`): it
-sends a message, edits one, sends an embed, shows "typing", and, for an interaction, begins
-(the deferral) and settles (nothing left "thinking"). What is sent, when and how often is the
-core's decision as for any channel, so every rule of B to G and L holds for an interaction as
-it does for a channel (K3): the same channel lane (`ratelimit.turn(channel_id)`, L2), the same
-retries of Discord's 429 (`ratelimit.deliver`, F4), the context's `allowed_mentions` on every
-request (F1), and `StreamResult.messages` is what Discord holds (F2).
+The orchestrator carries the core's effects out against a `Target` (`target_for(context)`): it
+sends a message, edits one, sends an embed, shows "typing", and, for an interaction, begins (the
+deferral) and settles (nothing left "thinking"). What is sent, when and how often is the core's
+decision as for any channel, so every rule of B to G and L holds for an interaction as it does
+for a channel (K3): the same channel lane (L2), the same retries of Discord's 429 (F4), the
+context's `allowed_mentions` on every request (F1), and `StreamResult.messages` is what Discord
+holds (F2).
 
-`ChannelTarget` is what cordstream always did: `Messageable.send`, `Message.edit` and the
-channel's typing indicator (`cordstream.shell.delivery`). Any object with an int `id`, a
-`send` and a `typing` will do.
+`ChannelTarget` is a channel, thread or DM: `Messageable.send`, `Message.edit` and the
+channel's typing indicator (`cordstream.shell.delivery`). Any object with an int `id`, a `send`
+and a `typing` will do.
 
-`InteractionTarget` answers a `discord.Interaction` (K1):
+`InteractionTarget` answers a `discord.Interaction` (K1). The one idea: where the interaction's
+answer stands is one value, `cordstream.domain.interaction.Answer`, and that module makes every
+choice about it: whether to defer, the route of each message, embed and edit, what a refusal of
+the token means, whether "typing" shows, what settling deletes. This class asks, makes the
+discord.py call the answer names, reports what Discord answered as a value (`Accepted`,
+`Refused`, `Unreachable`) and keeps the value that comes back. A request Discord refuses because
+the token expired is reported, and its route asked again: the same request goes through the
+channel.
 
-- **The deferral.** When the stream starts, an interaction nobody answered yet is deferred at
-  once ("thinking…", public: `response.defer(thinking=True)`), in a task of the stream, while
-  the provider starts; every Discord request of the stream waits for it. An interaction the
-  bot deferred itself (type 5, public or ephemeral) is used as it is; one it answered in any
-  other way (a message, a component's update) gets only follow-ups.
-- **Messages.** The first message is the interaction's original response: the deferral's
-  "thinking" message, edited (`edit_original_response`), which ends the thinking state. Every
-  further message is a webhook follow-up (`followup.send`). Live delivery edits both in place
-  (`InteractionMessage.edit`, `WebhookMessage.edit`), each with the context's
-  `allowed_mentions`.
-- **Embeds.** Error, timeout and warning embeds are follow-ups, ephemeral by default
-  (`StreamContext.ephemeral_errors`), so only the user who asked sees them. An embed that
-  comes while the original response is still "thinking" (an error or timeout before any text)
-  replaces the thinking state instead, publicly (what Discord does with the first follow-up
-  of a pending deferral).
-- **Typing.** While the original response is "thinking", Discord shows that, so no typing
-  indicator is sent; once it shows something, typing goes to the channel as usual.
-- **Nothing left thinking.** When a stream ends with the original response still "thinking"
-  (no text and no embed: an empty answer, a stop or a follow-up before any text, errors
-  suppressed, the caller's cancellation), the original response is deleted (through the
-  channel's message route when the interaction's token no longer works): nothing shown,
-  nothing stays. One exception: a stream that ends as `function_call` leaves it "thinking",
-  because the answer is not over; the bot runs the tools and streams the next segment into
-  the same interaction. `run_turn` settles it when a turn ends on a function call (a tool
-  limit, a broken adapter, the caller's cancellation); a bot with a loop of its own calls
-  `finish_interaction(interaction)` when it gives up.
-- **Several streams, one interaction.** The segments of a tool-loop turn (and `run_turn`'s
-  retries of an empty answer) stream into one interaction one after another. Where the
-  interaction stands (its original response "thinking", showing something, or gone; its token
-  dead) is kept with the interaction (`interaction.extras`), so the next stream carries on:
-  its first message is a follow-up once the original response shows a message.
-- **The token's expiry.** An interaction's token lives 15 minutes. When Discord answers a
-  request of the interaction's webhook with 401 (50027 Invalid Webhook Token), the stream
-  carries on in the channel, as normal messages: that same request is made again at once
-  through the channel (a new message with `Messageable.send`; an edit of the original
-  response or of a follow-up through the channel's message route, `PartialMessage.edit`,
-  since public interaction messages are the bot's own), and so is every later one. A
-  deferral still "thinking" then is deleted through the channel and the first message sent
-  anew (only the token takes a message out of "thinking"). Nothing is lost, and `messages`
-  holds what the channel shows. Embeds then go to the channel publicly
-  (a channel cannot show an ephemeral message). An ephemeral answer (a deferral the bot made
-  ephemeral) cannot outlive its token: the channel's routes do not reach it (Discord answers
-  10008), so it ends as `message_deleted` (L9).
-- **A deferral that fails.** 40060 (already acknowledged, by another process of the bot):
-  follow-ups only. Any other failure (the 3 s deadline missed, 10062; the token dead; a
-  connection error): the stream is delivered in the channel from its first message.
-- **The stop registry's key** is the interaction's channel (`Interaction.channel_id`), so a
-  `/stop` in that channel and a Stop button (K2) reach the stream.
-- `reply_to` is not used for an interaction: its original response is already tied to the
-  command.
+The value is kept with the interaction (`interaction.extras`), not with the target: the
+segments of a tool-loop turn, and `run_turn`'s retries, stream into one interaction one after
+another, and each stream carries on where the last one left it. `finish_interaction` settles
+what a turn that ended on a function call left "thinking".
+
+This module never chooses a route itself, never retries a 429 (`ratelimit.deliver` does), and
+`begin` and `settle` never raise. The rules it carries out are K1's, in `docs/contract.md`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeVar, assert_never
 
 import discord
 from returns.future import future_safe
 
 from cordstream.domain import EmbedSpec, StreamStatus
+from cordstream.domain import interaction as answers
 from cordstream.shell import delivery
 from cordstream.shell.context import StreamContext
 
@@ -94,12 +59,11 @@ __all__ = [
     "target_for",
 ]
 
-EXPIRED_TOKEN: Final = 50027
+EXPIRED_TOKEN: Final = answers.EXPIRED_TOKEN
 """Discord's code for an interaction token that no longer works (401 Invalid Webhook Token)."""
-_ALREADY_ACKNOWLEDGED: Final = 40060
-_KEY: Final = "cordstream.answer"  # where an interaction keeps `_Answer`, in its `extras`
-
-Original = Literal["thinking", "shown", "none"]
+_KEY: Final = "cordstream.answer"  # where an interaction keeps its `answers.Answer`, in `extras`
+_NOT_BEGUN: Final = answers.Answer(answers.NoOriginal())  # before `begin` knows better
+_T = TypeVar("_T")
 
 
 class Target(Protocol):
@@ -209,23 +173,55 @@ class ChannelTarget:
         return None
 
 
-@dataclass(eq=False)
-class _Answer:
-    """Where an interaction stands, shared by the streams that answer it (the module docstring):
-    its original response (`thinking`, `shown`, or `none`: deleted, or not ours), that
-    response's message id when known, and whether the interaction's routes are done with
-    (`channel_only`: the token expired, or the deferral failed)."""
+class _Expired(enum.Enum):
+    """What a request through the token returns when Discord refused the token as expired."""
 
-    original: Original
-    original_id: int | None = None
-    channel_only: bool = False
+    TOKEN = enum.auto()
 
 
-def _expired(error: BaseException) -> bool:
-    """Discord refused the interaction's token: it expired (401, 50027)."""
-    return isinstance(error, discord.HTTPException) and (
-        error.code == EXPIRED_TOKEN or error.status == 401
-    )
+def _answer_of(interaction: discord.Interaction[Any]) -> answers.Answer | None:
+    known = interaction.extras.get(_KEY)
+    return known if isinstance(known, answers.Answer) else None
+
+
+def _current(interaction: discord.Interaction[Any]) -> answers.Answer:
+    known = _answer_of(interaction)
+    return _NOT_BEGUN if known is None else known
+
+
+def _keep(interaction: discord.Interaction[Any], answer: answers.Answer) -> None:
+    interaction.extras[_KEY] = answer
+
+
+def _refusal(error: discord.HTTPException) -> answers.Refused:
+    return answers.Refused(status=error.status, code=error.code)
+
+
+async def _through_token(
+    interaction: discord.Interaction[Any], request: Callable[[], Awaitable[_T]]
+) -> _T | Literal[_Expired.TOKEN]:
+    """`request`, made through the interaction's token. When Discord refuses the token as
+    expired, the answer learns it, and the caller asks the answer for the route again."""
+    try:
+        return await request()
+    except discord.HTTPException as error:
+        if not _refusal(error).token_is_dead:
+            raise
+        _keep(interaction, answers.token_expired(_current(interaction)))
+        return _Expired.TOKEN
+
+
+async def _outcome(request: Awaitable[int | None]) -> answers.Outcome:
+    """What Discord answered a request of `begin` (a message id, or None), as a value."""
+    try:
+        message_id = await request
+    except discord.HTTPException as error:
+        return _refusal(error)
+    except discord.InteractionResponded:  # pragma: no cover - `begin` checked: Discord's 40060
+        return answers.Refused(code=answers.ALREADY_ACKNOWLEDGED)
+    except Exception:  # a connection error: the request cannot be counted on
+        return answers.Unreachable()
+    return answers.Accepted(message_id)
 
 
 def _interaction_message(message: discord.Message) -> bool:
@@ -247,7 +243,6 @@ class InteractionTarget:
         self.interaction = interaction
         self.allowed_mentions = allowed_mentions
         self.ephemeral_errors = ephemeral_errors
-        self.answer = _Answer("none")
         self.ready = asyncio.Event()  # set once `begin` knows where the interaction stands
 
     @property
@@ -258,39 +253,50 @@ class InteractionTarget:
     def owner(self) -> object:
         return self.interaction
 
+    @property
+    def answer(self) -> answers.Answer:
+        """Where the interaction's answer stands (`cordstream.domain.interaction`)."""
+        return _current(self.interaction)
+
     async def begin(self) -> None:
-        """Defer the interaction unless it was answered; learn where it stands (K1)."""
+        """Defer the interaction, or look its deferral up, as `answers.begin` says (K1); an
+        earlier stream of the same turn already did."""
         interaction = self.interaction
         try:
-            known = interaction.extras.get(_KEY)
-            if isinstance(known, _Answer):  # an earlier stream of the same turn
-                self.answer = known
+            if _answer_of(interaction) is not None:
                 return
-            answer = self.answer = _Answer("none")
-            interaction.extras[_KEY] = answer
-            response = interaction.response
-            if not response.is_done():
-                answer.original = "thinking"  # until the deferral says otherwise
-                try:
-                    callback = await response.defer(thinking=True)
-                except discord.HTTPException as error:
-                    answer.original = "none"
-                    answer.channel_only = error.code != _ALREADY_ACKNOWLEDGED
-                except discord.InteractionResponded:  # pragma: no cover - checked just above
-                    answer.original = "none"
-                except Exception:  # a connection error: the interaction cannot be counted on
-                    answer.original = "none"
-                    answer.channel_only = True
-                else:
-                    answer.original_id = None if callback is None else callback.message_id
-            elif response.type is discord.InteractionResponseType.deferred_channel_message:
-                answer.original = "thinking"  # the bot deferred it: cordstream fills it
-                try:
-                    answer.original_id = (await interaction.original_response()).id
-                except Exception as error:
-                    answer.channel_only = _expired(error)
+            opening = answers.begin(self.prior())
+            _keep(interaction, opening.answer)
+            match opening.ask:
+                case "defer":
+                    deferral = await _outcome(self.defer())
+                    _keep(interaction, answers.deferred(self.answer, deferral))
+                case "original_id":
+                    found = await _outcome(self.original_id())
+                    _keep(interaction, answers.looked_up(self.answer, found))
+                case "nothing":
+                    pass
+                case _:
+                    assert_never(opening.ask)
         finally:
             self.ready.set()
+
+    def prior(self) -> answers.Prior:
+        """How the interaction was answered before the stream, in the answer's words."""
+        response = self.interaction.response
+        if not response.is_done():
+            return "none"
+        if response.type is discord.InteractionResponseType.deferred_channel_message:
+            return "deferred"
+        return "other"
+
+    async def defer(self) -> int | None:
+        """Defer the interaction, public and "thinking"; its message id, when Discord says."""
+        callback = await self.interaction.response.defer(thinking=True)
+        return None if callback is None else callback.message_id
+
+    async def original_id(self) -> int | None:
+        return (await self.interaction.original_response()).id
 
     # -- requests -----------------------------------------------------------------------------
 
@@ -304,30 +310,33 @@ class InteractionTarget:
         followup: Callable[[], Awaitable[discord.Message]],
         in_channel: Callable[[PartialMessageableChannel], Awaitable[discord.Message]],
     ) -> discord.Message:
-        """A new message of the stream, text or embed (K1): the original response while it is
-        "thinking" (`shows`: what that edit carries), else `followup`; once the token is dead,
-        the deferral's message through the channel, else `in_channel`."""
+        """A new message of the stream, text or embed, by the route `answers.route_message`
+        names: the thinking original response, edited to `shows`; `followup`; or `in_channel`."""
         await self.ready.wait()
-        answer = self.answer
-        if not answer.channel_only:
-            try:
-                if answer.original == "thinking":
-                    message = await self.interaction.edit_original_response(**shows)
-                    answer.original, answer.original_id = "shown", message.id
-                    return message
-                return await followup()
-            except discord.HTTPException as error:
-                if not _expired(error):
-                    raise
-                answer.channel_only = True
-        channel = self.fallback_channel()
-        if answer.original == "thinking" and answer.original_id is not None:
-            # The deferral's message stays "thinking" whatever the channel's route edits into
-            # it (only the token ends that state): it is deleted, and the message sent anew.
-            thinking, answer.original, answer.original_id = answer.original_id, "none", None
-            with contextlib.suppress(discord.HTTPException):  # gone already, or no access:
-                await channel.get_partial_message(thinking).delete()  # the text goes anyway
-        return await in_channel(channel)
+        interaction = self.interaction
+        while True:  # once more after the token expired, which routes it to the channel
+            route = answers.route_message(self.answer)
+            match route:
+                case answers.EditOriginal():
+                    filled = await _through_token(
+                        interaction, lambda: interaction.edit_original_response(**shows)
+                    )
+                    if filled is not _Expired.TOKEN:
+                        _keep(interaction, answers.shown(self.answer))
+                        return filled
+                case answers.FollowUp():
+                    sent = await _through_token(interaction, followup)
+                    if sent is not _Expired.TOKEN:
+                        return sent
+                case answers.SendInChannel(delete_first=thinking):
+                    channel = self.fallback_channel()
+                    if thinking is not None:
+                        _keep(interaction, answers.thinking_deleted(self.answer))
+                        with contextlib.suppress(discord.HTTPException):  # gone, or no access:
+                            await channel.get_partial_message(thinking).delete()  # send anyway
+                    return await in_channel(channel)
+                case _:
+                    assert_never(route)
 
     @future_safe
     async def send(
@@ -350,26 +359,28 @@ class InteractionTarget:
         self, message: discord.Message, content: str, *, view: discord.ui.View | None
     ) -> discord.Message:
         await self.ready.wait()
-        answer, allowed_mentions = self.answer, self.allowed_mentions
-        if _interaction_message(message):
-            if not answer.channel_only:
-                try:
-                    return await message.edit(
-                        content=content, allowed_mentions=allowed_mentions, view=view
+        mentions, through_token = self.allowed_mentions, _interaction_message(message)
+        while True:  # once more after the token expired, which routes it to the channel
+            route = answers.route_edit(self.answer, through_token=through_token)
+            match route:
+                case answers.EditByToken():
+                    edited = await _through_token(
+                        self.interaction,
+                        lambda: message.edit(content=content, allowed_mentions=mentions, view=view),
                     )
-                except discord.HTTPException as error:
-                    if not _expired(error):
-                        raise
-                    answer.channel_only = True
-            # Public interaction messages are the bot's own: the channel's route edits them.
-            target = self.fallback_channel().get_partial_message(message.id)
-            return await target.edit(content=content, allowed_mentions=allowed_mentions, view=view)
-        return await message.edit(content=content, allowed_mentions=allowed_mentions, view=view)
+                    if edited is not _Expired.TOKEN:
+                        return edited
+                case answers.EditInChannel():
+                    target = self.fallback_channel().get_partial_message(message.id)
+                    return await target.edit(content=content, allowed_mentions=mentions, view=view)
+                case answers.EditChannelMessage():
+                    return await message.edit(content=content, allowed_mentions=mentions, view=view)
+                case _:
+                    assert_never(route)
 
     @future_safe
     async def embed(self, spec: EmbedSpec) -> discord.Message:
         embed, mentions = delivery.build_embed(spec), self.allowed_mentions
-        # Before any text, the embed replaces the thinking state (K1).
         return await self.new_message(
             {"embed": embed, "allowed_mentions": mentions},
             lambda: self.interaction.followup.send(
@@ -380,7 +391,7 @@ class InteractionTarget:
 
     async def typing(self) -> None:
         await self.ready.wait()
-        if self.answer.original == "thinking":  # Discord shows "thinking…" meanwhile
+        if not answers.shows_typing(self.answer):
             return
         try:
             channel = self.fallback_channel()
@@ -389,10 +400,8 @@ class InteractionTarget:
         await delivery.trigger_typing(channel)
 
     async def settle(self, status: StreamStatus | None) -> None:
-        """Nothing is left "thinking" (K1): the original response that received nothing is
-        deleted, unless the stream ended on a function call (the turn goes on)."""
-        if status != "function_call":
-            await _settle(self.interaction, self.answer)
+        """Nothing is left "thinking" (K1), as `answers.settle` says."""
+        await _settle(self.interaction, status)
 
 
 def _channel_of(interaction: discord.Interaction[Any]) -> PartialMessageableChannel:
@@ -413,21 +422,30 @@ def _channel_of(interaction: discord.Interaction[Any]) -> PartialMessageableChan
     return client.get_partial_messageable(channel_id, guild_id=interaction.guild_id)
 
 
-async def _settle(interaction: discord.Interaction[Any], answer: _Answer) -> None:
-    if answer.original != "thinking":
+async def _settle(interaction: discord.Interaction[Any], status: StreamStatus | None) -> None:
+    answer = _answer_of(interaction)
+    if answer is None:  # `begin` never ran: nothing of cordstream's to settle
         return
-    answer.original = "none"
     try:
-        if not answer.channel_only:
-            try:
-                await interaction.delete_original_response()
-                return
-            except discord.HTTPException as error:
-                if not _expired(error) or answer.original_id is None:
-                    raise
-                answer.channel_only = True
-        if answer.original_id is not None:
-            await _channel_of(interaction).get_partial_message(answer.original_id).delete()
+        while True:  # once more after the token expired, which routes it to the channel
+            settling = answers.settle(answer, status)
+            _keep(interaction, settling.answer)
+            delete = settling.delete
+            match delete:
+                case None:
+                    return
+                case answers.DeleteOriginal():
+                    deleted = await _through_token(
+                        interaction, interaction.delete_original_response
+                    )
+                    if deleted is not _Expired.TOKEN:
+                        return
+                    answer = answers.token_expired(answer)
+                case answers.DeleteInChannel(message_id=message_id):
+                    await _channel_of(interaction).get_partial_message(message_id).delete()
+                    return
+                case _:
+                    assert_never(delete)
     except Exception:  # nothing more can be done about it; the stream's result stands
         pass
 
@@ -438,6 +456,4 @@ async def finish_interaction(interaction: discord.Interaction[Any]) -> None:
     happens when cordstream did not leave it thinking. `run_turn` calls it when a turn ends;
     a bot running its own tool loop calls it when it stops streaming into the interaction.
     Never raises."""
-    known = interaction.extras.get(_KEY)
-    if isinstance(known, _Answer):
-        await _settle(interaction, known)
+    await _settle(interaction, None)
