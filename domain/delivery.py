@@ -30,7 +30,7 @@ from cordstream.domain import outbox, segments
 from cordstream.domain.config import StreamConfig
 from cordstream.domain.effects import AwaitTurn, EditMessage, SendEmbed, SendMessage, TypingPause
 from cordstream.domain.outcome import UNKNOWN_MESSAGE, Ending
-from cordstream.domain.results import StopReason
+from cordstream.domain.requests import InternalStop
 from cordstream.domain.state import Core, fresh_segmenter
 
 Pieces = tuple[segments.Piece, ...]
@@ -43,7 +43,7 @@ class Drained:
 
 DRAINED: Final = Drained()
 
-Next: TypeAlias = SendMessage | EditMessage | SendEmbed | TypingPause | AwaitTurn | StopReason
+Next: TypeAlias = SendMessage | EditMessage | SendEmbed | TypingPause | AwaitTurn | InternalStop
 """A request or a pause to start, or a limit the next message would pass (F3)."""
 
 Pumped: TypeAlias = Next | Drained | None

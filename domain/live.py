@@ -58,7 +58,7 @@ from cordstream.domain.embeds import EmbedSpec
 from cordstream.domain.graphemes import cut_before, is_boundary, sendable
 from cordstream.domain.markdown import closers, closes_fence, fence_of, language_of
 from cordstream.domain.outbox import limit_reached
-from cordstream.domain.results import StopReason
+from cordstream.domain.requests import InternalStop
 from cordstream.domain.rope import Rope, items
 
 TYPING_RENEW: Final = 8.0  # Discord shows the indicator for 10 s
@@ -204,7 +204,7 @@ def pump(
 
 def granted(
     live: Live, tail: str, config: StreamConfig, *, ending: bool, embed: EmbedSpec | None
-) -> tuple[Live, str, Request | StopReason | None]:
+) -> tuple[Live, str, Request | InternalStop | None]:
     """The turn came: the request to make now, with the latest text (or a limit the next
     message would pass, F3, or None: nothing to send after all)."""
     live = replace(live, turn=None)

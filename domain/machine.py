@@ -68,8 +68,8 @@ from cordstream.domain.effects import (
     SendEmbed,
 )
 from cordstream.domain.outcome import Ending
-from cordstream.domain.requests import StopRequest, resolve
-from cordstream.domain.results import StopReason, StreamResult
+from cordstream.domain.requests import InternalStop, StopRequest, resolve
+from cordstream.domain.results import StreamResult
 from cordstream.domain.state import Core, StreamState, initial_state
 
 __all__ = ["StreamState", "abandon", "initial_state", "step"]
@@ -345,7 +345,7 @@ class _Run:
         else:
             self.end(outcomes.refused(self.core.settings, self.core.ending, failure), now)
 
-    def hit_limit(self, reason: StopReason, now: float) -> None:
+    def hit_limit(self, reason: InternalStop, now: float) -> None:
         ending = self.core.ending
         if ending is not None and ending.origin != "natural":
             # Already stopping for a request or an internal reason: just stop sending.

@@ -19,7 +19,7 @@ exactly the channel's (F2) and a message only gets shorter (E7). Done once per m
 per chunk (a pair split across two chunks is whole by then); a flag test for ASCII text.
 
 Limits (F3): the next message would pass `send_message_limit` or `flush_limit` → `pump`
-answers with the limit's `StopReason`, and the reducer decides what that means for the outcome.
+answers with the limit's `InternalStop`, and the reducer decides what that means for the outcome.
 
 Accepted (F2): only content Discord accepted counts: `messages(out)`, in order (the result's
 text is their join, `outcome.accumulated_text`).
@@ -50,7 +50,7 @@ from cordstream.domain.config import StreamConfig
 from cordstream.domain.effects import SendEmbed, SendMessage, TypingPause
 from cordstream.domain.embeds import EmbedSpec
 from cordstream.domain.graphemes import sendable
-from cordstream.domain.results import StopReason
+from cordstream.domain.requests import InternalStop
 from cordstream.domain.rope import Rope, items
 
 TYPING_SECONDS_PER_CHAR: Final = 0.01
@@ -118,7 +118,7 @@ def pending(out: Outbox) -> str:
 
 def pump(
     out: Outbox, config: StreamConfig, now: float, *, ending: bool, hurry: bool
-) -> tuple[Outbox, SendMessage | TypingPause | StopReason | None]:
+) -> tuple[Outbox, SendMessage | TypingPause | InternalStop | None]:
     """What to do next: a message to send, a typing pause to wait, a limit that the next
     message would pass (F3; the queue is left as it is), or None: a request is in flight, a
     pause runs, or nothing can be sent yet. `ending`: the outcome is decided, so everything
@@ -210,7 +210,7 @@ def messages(out: Outbox) -> tuple[str, ...]:
     return tuple(items(out.delivered))
 
 
-def limit_reached(config: StreamConfig, sent: int) -> StopReason | None:
+def limit_reached(config: StreamConfig, sent: int) -> InternalStop | None:
     """F3: the next message would pass a limit."""
     if config.send_message_limit and sent >= config.send_message_limit:
         return "send_message_limit"

@@ -115,7 +115,7 @@ EXITS: dict[str, Exit] = {
         "follow_up_interrupt", lambda d: d.request(StopRequest("follow_up", "user-2"))
     ),
     "internal_stop": Exit(
-        "stopped_by_user", lambda d: d.request(StopRequest("stop", "missing_access"))
+        "stopped_by_user", lambda d: d.request(StopRequest.stop("missing_access"))
     ),
     "send_message_limit": Exit(
         "stopped_by_user",
@@ -814,7 +814,7 @@ def test_C4_stop_resolves_with_the_requesters_reason(
     driver.start()
     driver.text("Hello")
 
-    driver.request(StopRequest("stop", requester))
+    driver.request(StopRequest.stop(requester))
 
     result = driver.settle()
     assert result.status == "stopped_by_user"
@@ -945,7 +945,7 @@ def test_C6_internal_stop_does_not_flush(requester: str) -> None:
     driver.start()
     driver.text("Hello\nWor")
 
-    driver.request(StopRequest("stop", requester))
+    driver.request(StopRequest.stop(requester))
 
     assert driver.settle().status == "stopped_by_user"
     assert driver.messages == ["Hello"]
@@ -1012,7 +1012,7 @@ def test_C2_a_stop_after_a_resolved_follow_up_wins_until_the_result_exists(
     requester: str | None, reason: StopReason
 ) -> None:
     driver, follow_up = _in_flight_then_follow_up()
-    stop = StopRequest("stop", requester, context="the /stop")
+    stop = StopRequest.stop(requester, context="the /stop")
 
     driver.advance(0.05)
     effects = driver.request(stop)
@@ -1047,7 +1047,7 @@ def test_C2_C7_an_internal_stop_id_after_a_follow_up_wins_and_sends_nothing_more
     requester: str,
 ) -> None:
     driver, follow_up = _in_flight_then_follow_up()
-    stop = StopRequest("stop", requester, context="ops")
+    stop = StopRequest.stop(requester, context="ops")
 
     driver.request(stop)
 
@@ -1119,7 +1119,7 @@ def _flush_limit_warning_in_flight() -> Driver:
 @pytest.mark.parametrize("requester", ["bob", None, "send_message_limit"])
 def test_C5_a_stop_during_an_internal_stop_stays_in_the_registry(requester: str | None) -> None:
     driver = _flush_limit_warning_in_flight()
-    stop = StopRequest("stop", requester, context="the /stop")
+    stop = StopRequest.stop(requester, context="the /stop")
 
     effects = driver.request(stop)
 
@@ -1135,7 +1135,7 @@ def test_C5_a_stop_during_an_internal_stop_from_outside_stays_in_the_registry() 
     driver = Driver(auto_deliver=False)
     driver.start()
     driver.text("First line\nSecond")
-    internal = StopRequest("stop", "missing_access", context="ops")
+    internal = StopRequest.stop("missing_access", context="ops")
     driver.request(internal)
     user = StopRequest("stop", "bob", context="the /stop")
 

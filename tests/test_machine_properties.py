@@ -250,7 +250,12 @@ class StreamMachine(RuleBasedStateMachine):
         if kind == "follow_up":
             requester = requester or "user-2"
         # A context of its own, so the result shows which stop decided it (C7).
-        stop = StopRequest("stop" if kind == "stop" else "follow_up", requester, context=object())
+        context = object()
+        stop = (
+            StopRequest.stop(requester, context)
+            if kind == "stop"
+            else StopRequest("follow_up", requester, context)
+        )
         ending = self.driver.state.core.ending
         finished = self.driver.result is not None
         self.driver.request(stop)

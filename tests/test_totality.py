@@ -91,7 +91,7 @@ EVENTS: dict[str, Callable[[StreamState], Event]] = {
     "provider crashed": lambda s: ProviderCrashed(1.0, ValueError("bad")),
     "user stop": lambda s: StopRequested(1.0, StopRequest("stop", "u", "ctx")),
     "system stop": lambda s: StopRequested(1.0, StopRequest("stop", None)),
-    "internal stop": lambda s: StopRequested(1.0, StopRequest("stop", "flush_limit")),
+    "internal stop": lambda s: StopRequested(1.0, StopRequest.stop("flush_limit")),
     "follow-up": lambda s: StopRequested(1.0, StopRequest("follow_up", "u")),
     "timer due": lambda s: TimerFired(1e9, s.core.armed_at),
     "timer early": lambda s: TimerFired(0.5, s.core.armed_at),
