@@ -1,7 +1,7 @@
 """Live delivery: the answer grows in place, one message edited as the model writes (SPEC L).
 
 A sibling of `cordstream.domain.outbox` (messages delivery); the reducer reaches it through
-`delivery.Edits`, hands it the visible text and the stream's course, and this module decides
+`delivery.LiveDelivery`, hands it the visible text and the stream's course, and this module decides
 what each Discord request carries. Pure functions over one value, `Live`, and the machine's
 `tail`, which here holds the visible text of the *open* message (the one being edited) and
 everything after it not yet in a message.
@@ -29,9 +29,10 @@ finishing a message would show nothing new (what it shows already ends at the cu
 message is created first and the finished one gets its final edit in the following turn
 (`closing`), so the channel never goes two turns without new text.
 
-Cost (L10). A chunk only grows the tail while a turn or a request is under way (the machine's
-fast path); once the tail passes `TAIL_BOUND` (the model writes faster than the budget lets
-Discord show), text waits in a rope (`pile`) joined once per decision. A decision scans the
+Cost (L10). A chunk only grows the tail while a turn or a request is under way (`appending`,
+which the machine's hot path asks through `Live.try_append`); once the tail passes `TAIL_BOUND`
+(the model writes faster than the budget lets Discord show), text waits in a rope (`pile`)
+joined once per decision. A decision scans the
 tail once: a message's length while the model keeps pace.
 
 Typing (L1). Until the first message exists, the typing indicator shows, renewed every
@@ -51,17 +52,16 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Final, Literal
 
-from cordstream.domain import segments
 from cordstream.domain.config import StreamConfig
 from cordstream.domain.effects import AwaitTurn, EditMessage, SendEmbed, SendMessage, TypingPause
 from cordstream.domain.embeds import EmbedSpec
 from cordstream.domain.graphemes import cut_before, is_boundary, sendable
 from cordstream.domain.markdown import closers, closes_fence, fence_of, language_of
-from cordstream.domain.outbox import limit_reached
-from cordstream.domain.requests import InternalStop
+from cordstream.domain.outbox import LimitReached, limit_reached
 from cordstream.domain.rope import Rope, items
 
 TYPING_RENEW: Final = 8.0  # Discord shows the indicator for 10 s
+TAIL_BOUND: Final = 32768  # past this, text waits in `Live.pile` rather than the tail (L10)
 _CLOSER_RESERVE: Final = 24  # room kept for provisional closers; checked exactly when composed
 _LONGEST_FENCE: Final = 16
 _EARLY: Final = 32  # near a message's end, a new line this long starts the next message
@@ -102,25 +102,34 @@ class Live:
     first_url: str | None = None
     broken: bool = False  # Discord refused a message request: no text is sent any more
     pile: Rope = None  # visible text after a long tail, newest first (`add`, `merged`)
+    # Whether a chunk may just grow the tail (`try_append`): the model writes, no capture is
+    # open, a turn or a request is under way and nothing is piled up (`appending`).
+    appending: bool = False
+
+    def try_append(self, tail: str, text: str) -> str | None:
+        """The machine's hot path (E10): the new tail, when `text` only has to wait for the
+        next decision; None when the reducer must look (also for a `text` that is not a
+        `str`: the reducer's caller checks and rejects it)."""
+        try:  # free unless it raises
+            if self.appending and len(tail) + len(text) <= TAIL_BOUND:
+                return tail + text
+        except TypeError:
+            pass
+        return None
 
 
 EMPTY: Final = Live()
-
-# The machine's fast path (E10) reads the segmenter's `tail_room`; live delivery uses no
-# segmenter, so these two stand in for one: open while a turn or a request is under way (a
-# chunk then only grows the tail), closed otherwise (the chunk may ask for a turn).
-TAIL_BOUND: Final = 32768  # past this, text waits in `Live.pile` rather than the tail (L10)
-GATE_OPEN: Final = replace(segments.new_segmenter(2000, sentences=False), tail_room=TAIL_BOUND)
-GATE_CLOSED: Final = segments.new_segmenter(2000, sentences=False)
 
 
 def busy(live: Live) -> bool:
     return live.turn is not None or live.in_flight is not None
 
 
-def gate(live: Live, *, streaming: bool, capturing: bool) -> segments.Segmenter:
-    fast = streaming and not capturing and busy(live) and live.pile is None
-    return GATE_OPEN if fast else GATE_CLOSED
+def appending(live: Live, *, streaming: bool, capturing: bool) -> Live:
+    """`live` saying whether the next chunk may just grow the tail (`Live.try_append`): not
+    when it may ask for a turn, open a capture or end up in the pile."""
+    fast = streaming and not capturing and live.pile is None and busy(live)
+    return live if fast is live.appending else replace(live, appending=fast)
 
 
 def add(live: Live, tail: str, text: str) -> tuple[Live, str]:
@@ -204,7 +213,7 @@ def pump(
 
 def granted(
     live: Live, tail: str, config: StreamConfig, *, ending: bool, embed: EmbedSpec | None
-) -> tuple[Live, str, Request | InternalStop | None]:
+) -> tuple[Live, str, Request | LimitReached | None]:
     """The turn came: the request to make now, with the latest text (or a limit the next
     message would pass, F3, or None: nothing to send after all)."""
     live = replace(live, turn=None)

@@ -23,12 +23,13 @@ A Discord failure during delivery ends the stream quietly (10003 → `channel_de
 
 *finished*: every event is a no-op. `Finish` is emitted exactly once.
 
-This module keeps the phases, the routing and stop resolution. Delivery is one of two
-sibling policies behind one interface (`delivery.Delivery`), chosen by `StreamConfig.delivery`:
-messages delivery (`segments` then `outbox`: a message per piece, pacing, limits) or live
-delivery (`live`, SPEC L: one message edited as the text grows, each request in the channel's
-turn, `AwaitTurn`/`TurnGranted`). The reducer never asks which one it drives. What a result
-reports besides is `record`'s; the registry's rules are `requests`'.
+This module keeps the phases, the routing and stop resolution. Delivery is one value of the
+state (`Core.delivery`), driven through one of two sibling policies behind one interface
+(`delivery.Delivery`), chosen by `StreamConfig.delivery`: messages delivery (`segments` then
+`outbox`: a message per piece, pacing, limits) or live delivery (`live`, SPEC L: one message
+edited as the text grows, each request in the channel's turn, `AwaitTurn`/`TurnGranted`). The
+reducer never asks which one it drives. What a result reports besides is `record`'s; the
+registry's rules are `requests`'.
 
 Time is data (aioquic style). The state holds the inactivity `deadline`; the shell's timer is
 armed by `ArmTimer(at)` and reports `TimerFired(armed_for=at)`. A chunk only moves the deadline
@@ -45,37 +46,41 @@ A chunk that skipped its constructor's validation ends the stream like a value t
 chunk at all (`chunks.trusted`, B13: chosen where the SPEC is silent).
 
 Performance (E10): a plain text chunk that completes no line touches only the top-level
-`deadline` and `tail`, so the hot path builds one small record. Whether it may is the
-segmenter's to say (`segments.try_append`): its fast path is off in a new segmenter (before
-streaming, once the stream ends) and while a capture is open (`segments.hold`).
+`deadline` and `tail`, so the hot path builds one small record. Whether it may is the delivery
+state's to say (`try_append`): off before streaming, once the stream ends and while a capture
+is open (see `delivery`).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Final
+from typing import Final, assert_never
 
-from cordstream.domain import capture, chunks, delivery, events, segments
+from cordstream.domain import capture, chunks, delivery, events
 from cordstream.domain import outcome as outcomes
 from cordstream.domain import record as records
 from cordstream.domain.chunks import DoneChunk, ErrorChunk, FunctionCallChunk, TextChunk
 from cordstream.domain.effects import (
     ArmTimer,
+    AwaitTurn,
     CloseProvider,
     ConsumeRequest,
+    EditMessage,
     Effect,
     Finish,
     SendEmbed,
+    SendMessage,
+    TypingPause,
 )
+from cordstream.domain.outbox import Limit, LimitReached
 from cordstream.domain.outcome import Ending
-from cordstream.domain.requests import InternalStop, StopRequest, resolve
+from cordstream.domain.requests import StopRequest, resolve
 from cordstream.domain.results import StreamResult
 from cordstream.domain.state import Core, StreamState, initial_state
 
 __all__ = ["StreamState", "abandon", "initial_state", "step"]
 
 _NO_EFFECTS: Final[tuple[Effect, ...]] = ()
-_try_append: Final = segments.try_append  # one lookup less on the hot path
 
 
 def step(state: StreamState, event: events.Event) -> tuple[StreamState, tuple[Effect, ...]]:
@@ -88,7 +93,7 @@ def step(state: StreamState, event: events.Event) -> tuple[StreamState, tuple[Ef
             # The first serving provider is recorded (B5).
             if chunk.serving_provider is None or core.record.serving_provider is not None:
                 text = chunk.content
-                tail = _try_append(core.seg, state.tail, text)
+                tail = core.delivery.try_append(state.tail, text)
                 if tail is not None and "<" not in text:  # "<" may open a tag: capture's
                     deadline = event.now + core.settings.config.inactivity_timeout
                     return StreamState(deadline, tail, core), _NO_EFFECTS
@@ -130,26 +135,24 @@ class _Run:
         self.core = core
         # Delivery's values are worked on by the policy and put back into `core` once, by
         # `state()`; the other sub-records are changed in `core` by name as they change.
-        self.delivery = delivery.policy(core, state.tail)
+        self.delivery = delivery.policy(core.delivery, state.tail, core.settings.config)
         self.effects: list[Effect] = []
 
     def state(self) -> StreamState:
         core = self.core
-        seg, out, live = self.delivery.parts(
+        value = self.delivery.value(
             streaming=core.phase == "streaming", capturing=core.capture is not capture.IDLE
         )
-        if seg is not core.seg or out is not core.out or live is not core.live:
+        if value is not core.delivery:
             # Built in full rather than with `replace`, which costs twice as much (E10).
             core = Core(
                 phase=core.phase,
                 settings=core.settings,
-                seg=seg,
+                delivery=value,
                 started_at=core.started_at,
                 armed_at=core.armed_at,
                 capture=core.capture,
                 record=core.record,
-                out=out,
-                live=live,
                 ending=core.ending,
                 anomalies=core.anomalies,
             )
@@ -203,7 +206,7 @@ class _Run:
             case events.Rejected(now=now, seq=seq, failure=failure) if policy.knows(seq):
                 self.rejected(now, failure)
             case _:
-                detail = _anomaly(event, core, policy.in_flight())
+                detail = _anomaly(event, core, policy)
                 self.core = replace(core, anomalies=(*core.anomalies, detail))
 
     # -- the stream's course -------------------------------------------------------------
@@ -322,19 +325,26 @@ class _Run:
 
     def send(self, next_: delivery.Pumped, now: float) -> bool:
         """Carry out what delivery says comes next; False if that ended the stream's sending."""
-        if next_ is None:
-            return True
-        if isinstance(next_, delivery.Drained):
-            self.finish(now)
-            return False
-        if isinstance(next_, str):
-            self.hit_limit(next_, now)
-            return False
-        ending = self.core.ending
-        if isinstance(next_, SendEmbed) and ending is not None:
-            self.core = replace(self.core, ending=replace(ending, embed=None))
-        self.effects.append(next_)
-        return True
+        match next_:
+            case None:
+                return True
+            case delivery.Drained():
+                self.finish(now)
+                return False
+            case LimitReached(reason=reason):
+                self.hit_limit(reason, now)
+                return False
+            case SendEmbed():
+                ending = self.core.ending
+                if ending is not None:
+                    self.core = replace(self.core, ending=replace(ending, embed=None))
+                self.effects.append(next_)
+                return True
+            case SendMessage() | EditMessage() | TypingPause() | AwaitTurn():
+                self.effects.append(next_)
+                return True
+            case _:
+                assert_never(next_)
 
     def rejected(self, now: float, failure: events.DiscordFailure) -> None:
         refusal = self.delivery.refused(failure.code)
@@ -345,7 +355,7 @@ class _Run:
         else:
             self.end(outcomes.refused(self.core.settings, self.core.ending, failure), now)
 
-    def hit_limit(self, reason: InternalStop, now: float) -> None:
+    def hit_limit(self, reason: Limit, now: float) -> None:
         ending = self.core.ending
         if ending is not None and ending.origin != "natural":
             # Already stopping for a request or an internal reason: just stop sending.
@@ -371,13 +381,13 @@ class _Run:
         self.core = replace(core, phase="finished")
 
 
-def _anomaly(event: object, core: Core, in_flight: int | None) -> str:
+def _anomaly(event: object, core: Core, policy: delivery.Delivery) -> str:
     """How an event that matches no row of `_Run.handle`'s table is recorded."""
     match event:
         case events.Delivered(seq=seq) | events.Rejected(seq=seq):
-            detail = f" for request {seq} (in flight: {in_flight})"
+            detail = f" for request {seq} (in flight: {policy.in_flight()})"
         case events.PauseOver(token=token):
-            detail = f" for pause {token} (current: {core.out.pause})"
+            detail = f" for pause {token} (current: {policy.pause()})"
         case events.TimerFired(armed_for=armed_for):
             detail = f" armed for {armed_for} (armed: {core.armed_at})"
         case _:

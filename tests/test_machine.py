@@ -7,7 +7,8 @@ timer, Discord) and checks the effects the machine asked for and the result it p
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Literal
 
 import pytest
 
@@ -43,6 +44,7 @@ from cordstream.domain import (
     TimerFired,
     TokenUsage,
     initial_state,
+    step,
 )
 from cordstream.domain.catalogue import DEFAULT_CATALOGUE, ENGLISH
 from tests.driver import Driver, run
@@ -1729,3 +1731,37 @@ def test_G5_every_embed_the_stream_composes_is_in_its_locale(ending: str) -> Non
     titles = _localized(driver)
     assert len(titles) == 1
     assert titles[0].startswith("PT "), titles
+
+
+@pytest.mark.parametrize("delivery", ["messages", "live"])
+def test_B1_a_state_is_plain_data_equal_histories_give_equal_states_and_effects(
+    delivery: Literal["messages", "live"],
+) -> None:
+    # The state holds one delivery value (messages delivery's or live delivery's), compared
+    # by value like the rest: two runs of the same events are equal step by step.
+    config = StreamConfig(delivery=delivery, flush_limit=1)
+    history: list[Event] = [
+        Started(0.0),
+        ChunkArrived(0.1, TextChunk("Hello\nwor")),
+        ChunkArrived(0.2, TextChunk("ld")),
+        Delivered(0.3, 1),
+        ProviderEnded(0.4),
+    ]
+    first = second = initial_state(config)
+    for event in history:
+        first, effects = step(first, event)
+        again, effects_again = step(second, event)
+        assert (again, effects_again) == (first, effects)
+        second = replace(again)  # a copy, not the same object
+    assert first == second
+
+
+def test_F3_a_limit_reached_ends_the_stream_as_its_internal_stop() -> None:
+    driver = Driver(StreamConfig(delivery="messages", send_message_limit=1))
+    driver.start()
+    driver.text("one\ntwo\nthree")  # "one\ntwo" is packed into the first message
+
+    result = driver.end()
+
+    assert (result.status, result.stop_reason) == ("stopped_by_user", "send_message_limit")
+    assert driver.messages == ["one\ntwo"]

@@ -56,6 +56,7 @@ from cordstream.domain import (
     capture,
     segments,
 )
+from cordstream.domain.delivery import Messages
 from tests.answers import (
     Answer,
     answers,
@@ -391,8 +392,10 @@ class StreamMachine(RuleBasedStateMachine):
             shown = oracle_key(delivered).rstrip(_CLOSERS)
             assert any(e.startswith(shown) for e in expected), "text invented"
             return
-        queued = "\n".join(piece.text for piece in core.out.queue)
-        buffered = "\n".join((delivered, queued, core.seg.buffered, driver.state.tail))
+        assert isinstance(core.delivery, Messages)
+        queued = "\n".join(piece.text for piece in core.delivery.out.queue)
+        seg = core.delivery.seg
+        buffered = "\n".join((delivered, queued, seg.buffered, driver.state.tail))
         got = oracle_key(buffered)
         pending = oracle_key(core.capture.pending) if core.capture.mode == "visible" else ""
         ok = any(
