@@ -1,39 +1,25 @@
 """Live delivery: the answer grows in place, one message edited as the model writes (SPEC L).
 
 A sibling of `cordstream.domain.outbox` (messages delivery); the reducer reaches it through
-`delivery.LiveDelivery`, hands it the visible text and the stream's course, and this module decides
-what each Discord request carries. Pure functions over one value, `Live`, and the machine's
-`tail`, which here holds the visible text of the *open* message (the one being edited) and
-everything after it not yet in a message.
+`delivery.LiveDelivery`. Pure functions over one value, `Live`, and the machine's `tail`, which
+here holds the visible text of the *open* message (the one being edited) and all after it.
 
-Cadence (L2). One request at a time, and each waits for its turn under the channel's budget:
-the core asks with `AwaitTurn(token)` when there is something new to show, and decides what
-the request carries when the shell answers `TurnGranted(token)`, so it carries the latest
-text. The budget is the shell's (one per channel, shared by every live stream of the process,
-`cordstream.shell.ratelimit`); whether there is something to show, and what, is decided here
-from the state alone, so every decision replays in a unit test.
+Cadence (L2). One request at a time, each in its turn under the channel's budget: the core
+asks with `AwaitTurn(token)` when there is something new to show, and decides what the request
+carries when the shell answers `TurnGranted(token)`, so it carries the latest text. The budget
+is the shell's (`cordstream.shell.ratelimit`); what to show is decided here from the state
+alone, so every decision replays in a unit test.
 
-Layout (L3–L5). The open message shows `reopen` (a code block's fence line, when the message
-continues a block) and `tail[:shown]`, then provisional closers (an open code block gets its
-closing fence, open inline markers their closers, E8) and the cursor. What it shows, closers
-and cursor apart, only grows. Far from the message's end everything that arrived is shown (the
-first characters of an answer as soon as they exist, L1). Within `_slack` of the end only up
-to a boundary: a line end, else a space; and a code block that starts there is held back until
-it closes within the room or outgrows it. When the text does not fit, the message is finished
-(*sealed*) at the best cut at or after what it shows: a line end, else a space, else a grapheme
-boundary (a word longer than a message), never at the very end of what arrived (the next
-chunk may extend its last cluster); a code block is closed there and reopened, with its
-language, in the next message (E3); a held-back block starts the next message. A line end near
-the end finishes the message as soon as the line after it is `_EARLY` characters long. When
-finishing a message would show nothing new (what it shows already ends at the cut), the next
-message is created first and the finished one gets its final edit in the following turn
-(`closing`), so the channel never goes two turns without new text.
+Layout (L3–L5). The open message shows `reopen` (a continued code block's fence line) and
+`tail[:shown]`, then provisional closers (E8) and the cursor; what it shows only grows. Near
+its end it shows only up to a boundary (`_near_end`); when the text does not fit it is finished
+(*sealed*) at the best cut at or after what it shows (`_seal`), a code block closed there and
+reopened in the next message (E3). When finishing would show nothing new, the next message is
+created first and the finished one gets its final edit in the next turn (`closing`).
 
 Cost (L10). A chunk only grows the tail while a turn or a request is under way (`appending`,
-which the machine's hot path asks through `Live.try_append`); once the tail passes `TAIL_BOUND`
-(the model writes faster than the budget lets Discord show), text waits in a rope (`pile`)
-joined once per decision. A decision scans the
-tail once: a message's length while the model keeps pace.
+which the machine's hot path asks through `Live.try_append`); past `TAIL_BOUND` text waits in
+a rope (`pile`) joined once per decision. A decision scans the tail once.
 
 Typing (L1). Until the first message exists, the typing indicator shows, renewed every
 `TYPING_RENEW` seconds (`TypingPause`, whose `PauseOver` renews it).

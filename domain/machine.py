@@ -9,46 +9,29 @@ it events (`cordstream.domain.events`) carrying `now`, and carries out the effec
     ready ──Started──▶ streaming ──(end of text, stop, error, timeout, limit)──▶ ending ──▶ finished
       └──Started(pending request)──────────────────────────────────────────────▲
 
-*streaming*: chunks arrive. Per chunk (B5): the deadline moves to `now + timeout`; thoughts,
-serving provider, terminal metadata and usage are recorded (`record`); then the chunk is routed
-(B6): text goes through think/details capture (`capture`) and segmentation (`segments`) to the
-delivery policy (`outbox`); a function call or an error ends the stream after a *pending
-flush*.
+*streaming*: per chunk (B5) the deadline moves, `record` notes thoughts, metadata and usage,
+and the chunk is routed (B6): text goes through think/details capture (`capture`) to delivery;
+a function call or an error ends the stream after a *pending flush*. *ending*: the outcome is
+decided and delivery drains (one Discord request at a time), then an embed if one is due, then
+`Finish`; a stop or follow-up arriving meanwhile is `requests.resolve`'s to weigh (C2, C5–C7).
+*finished*: every event is a no-op; `Finish` is emitted exactly once.
 
-*ending*: the outcome is decided; the outbox drains (one Discord request at a time), then an
-embed if one is due, then `Finish`. A stop or follow-up may still arrive meanwhile (Discord can
-keep the last message waiting for seconds): `requests.resolve` says what it does (C2, C5–C7).
-A Discord failure during delivery ends the stream quietly (10003 → `channel_deleted`, 50001 →
-`missing_access`) or as an `error` (F4, B13).
-
-*finished*: every event is a no-op. `Finish` is emitted exactly once.
-
-This module keeps the phases, the routing and stop resolution. Delivery is one value of the
-state (`Core.delivery`), driven through one of two sibling policies behind one interface
-(`delivery.Delivery`), chosen by `StreamConfig.delivery`: messages delivery (`segments` then
-`outbox`: a message per piece, pacing, limits) or live delivery (`live`, SPEC L: one message
-edited as the text grows, each request in the channel's turn, `AwaitTurn`/`TurnGranted`). The
-reducer never asks which one it drives. What a result reports besides is `record`'s; the
-registry's rules are `requests`'.
+Delivery is one value of the state (`Core.delivery`: messages delivery's or live delivery's),
+driven through one interface (`delivery.Delivery`), so the reducer never asks which one it
+drives. What a result reports besides is `record`'s; how a stream ends is `outcome`'s.
 
 Time is data (aioquic style). The state holds the inactivity `deadline`; the shell's timer is
-armed by `ArmTimer(at)` and reports `TimerFired(armed_for=at)`. A chunk only moves the deadline
-(no effect, no timer call per chunk); when the timer fires early because chunks kept coming, the
-machine re-arms it at the current deadline.
+armed by `ArmTimer(at)` and reports `TimerFired(armed_for=at)`. A chunk only moves the deadline;
+when the timer fires early because chunks kept coming, the machine re-arms it.
 
 Impossible events are visible. Which event does what in which phase is one table, in
-`_Run.handle` (as in h2): an event a correct shell never feeds (an answer to a request that is
-not in flight, a chunk outside streaming, …) changes nothing but is recorded in the state's
-`anomalies` and in the result's, where tests, the soak and a bot's logs can see it. `step`
-stays total (B1), so it records rather than raises.
-
-A chunk that skipped its constructor's validation ends the stream like a value that is not a
-chunk at all (`chunks.trusted`, B13: chosen where the SPEC is silent).
+`_Run.handle` (as in h2): an event a correct shell never feeds changes nothing but is recorded
+in `anomalies` (the state's and the result's). `step` stays total (B1): it records, never
+raises; a chunk that skipped its validation ends the stream as B13 (`chunks.trusted`).
 
 Performance (E10): a plain text chunk that completes no line touches only the top-level
 `deadline` and `tail`, so the hot path builds one small record. Whether it may is the delivery
-state's to say (`try_append`): off before streaming, once the stream ends and while a capture
-is open (see `delivery`).
+state's to say (`try_append`): never before streaming, after it or while a capture is open.
 """
 
 from __future__ import annotations
