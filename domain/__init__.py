@@ -16,12 +16,16 @@ typing, close the provider, consume a registry entry, and, exactly once, `Finish
 are frozen dataclasses holding plain data, so a test compares a step's output with `==` and
 replays any timing exactly.
 
-Where each rule of SPEC.md lives:
+Where each rule of the contract (`docs/contract.md`) lives:
 
 - `machine`   — the reducer: phases, chunk routing, stop resolution (B, C4–C7), Discord
                 failures (F4), time as data (B2, B12), impossible events (`anomalies`).
+- `delivery`  — the state's one delivery value (messages or live) and the two policies the
+                reducer drives it through (E, F, L).
 - `outbox`    — messages delivery: packing pieces into messages, typing pauses, limits,
                 what Discord accepted (E6, E7, E9, F2, F3).
+- `live`      — live delivery: one message edited as the text grows, cadence, layout,
+                rollover (L).
 - `state`     — the machine's state: one value, one sub-record per concern.
 - `outcome`   — how a stream ends: each ending, its embed, the result (B8, B13, C4–C7, F4, G).
 - `record`    — what a result reports besides delivery: usage, thoughts, details (B5, B9).
@@ -31,10 +35,13 @@ Where each rule of SPEC.md lives:
                 made sendable (surrogates, F2).
 - `usage`     — one shape for every provider's token usage (D).
 - `embeds`, `catalogue`, `redact` — what an error, timeout or warning embed says (G).
-- `requests`  — stop and follow-up entries: which wins, what reason, what a stream does with
-                one (C1–C8).
+- `requests`  — stop and follow-up entries: which wins, what reason (an internal stop is a
+                typed field, C4), what a stream does with one (C1–C10).
 - `interaction` — where an interaction's answer stands: the deferral, the route of each
                 message, embed and edit, the token's expiry, settling (K1).
+- `lifecycle` — the provider's task: when it is cancelled, cancelled again, given up (B10, B11).
+- `final`     — the final edits a shell makes itself after the caller's cancellation (L4).
+- `pacing`    — the pace of Discord requests: windows, lanes, retries of a 429 (F4, L2).
 - `chunks`, `results`, `config` — the public value types of SPEC §A.
 
 This package imports nothing from asyncio, discord, aiohttp, clocks, randomness or I/O.

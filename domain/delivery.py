@@ -1,39 +1,71 @@
-"""The reducer's delivery policies: two siblings behind one interface (SPEC E, F, L).
+"""The reducer's delivery: one state, two sibling policies behind one interface (SPEC E, F, L).
 
 The reducer (`cordstream.domain.machine`) keeps the phases, the routing and stop resolution;
-what happens to the visible text from there, and what Discord accepted of it, is a delivery
-policy's, chosen by `StreamConfig.delivery`:
+what happens to the visible text from there, and what Discord accepted of it, is delivery's,
+chosen by `StreamConfig.delivery`. The state holds one value of the sum type `DeliveryState`
+(`Core.delivery`):
 
 - `Messages` (messages delivery): the segmenter (`segments`) finds the pieces and the outbox
-  (`outbox`) packs them into messages, paces them and keeps what Discord accepted;
-- `Edits` (live delivery, SPEC L): one message edited as the text grows, each request in the
-  channel's turn (`live`).
+  (`outbox`) packs them into messages, paces them and keeps what Discord accepted; its policy
+  is `MessagesDelivery`;
+- `live.Live` (live delivery, SPEC L): one message edited as the text grows, each request in
+  the channel's turn (`live`); its policy is `LiveDelivery`.
 
 The reducer calls only `Delivery`'s methods; where the two differ is said here, once. Like the
-reducer's `_Run`, a policy object is scratch space for one `step`: built from the state
-(`policy`), changed in place, and read back (`tail`, `parts`). The state keeps the values
-(`Core.seg`, `Core.out`, `Core.live` and the top-level `tail`), so a state is still plain data.
+reducer's `_Run`, a policy object is scratch space for one `step`: built from the state's value
+(`policy`), changed in place, and read back (`tail`, `value`), so a state is still plain data.
+A policy answers what comes next with named values: an effect, `LimitReached` (F3), `DRAINED`
+or None (wait).
 
 `tail` is the visible text the policy has not handed on yet: the segmenter's unfinished line
-(messages) or the text the open message does not show yet (live). The reducer's hot path
-appends to it directly when the segmenter allows (`segments.try_append`; live delivery's gate
-segmenters say when, `live.gate`).
+(messages) or the text the open message does not show yet (live). The reducer's hot path asks
+the state's value directly whether a plain chunk may just grow it (`try_append`: the
+segmenter's `tail_room`, or live delivery's `appending`, which `value` keeps up to date).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final, Literal, Protocol, TypeAlias
+from typing import Final, Literal, Protocol, TypeAlias, assert_never
 
 from cordstream.domain import live as lives
 from cordstream.domain import outbox, segments
 from cordstream.domain.config import StreamConfig
 from cordstream.domain.effects import AwaitTurn, EditMessage, SendEmbed, SendMessage, TypingPause
+from cordstream.domain.outbox import LimitReached
 from cordstream.domain.outcome import UNKNOWN_MESSAGE, Ending
-from cordstream.domain.results import StopReason
-from cordstream.domain.state import Core, fresh_segmenter
 
 Pieces = tuple[segments.Piece, ...]
+
+_try_append: Final = segments.try_append
+
+
+@dataclass(frozen=True, slots=True)
+class Messages:
+    """Messages delivery's state beside the machine's `tail`: the segmenter and the outbox."""
+
+    seg: segments.Segmenter
+    out: outbox.Outbox
+
+    def try_append(self, tail: str, text: str) -> str | None:
+        """The machine's hot path (E10): the segmenter's fast path (`segments.try_append`)."""
+        return _try_append(self.seg, tail, text)
+
+
+DeliveryState: TypeAlias = Messages | lives.Live
+"""The one delivery value a state holds (`Core.delivery`)."""
+
+
+def initial(config: StreamConfig) -> DeliveryState:
+    """The delivery state a stream with `config` starts with."""
+    if config.delivery == "live":
+        return lives.EMPTY
+    return Messages(fresh_segmenter(config), outbox.EMPTY)
+
+
+def fresh_segmenter(config: StreamConfig) -> segments.Segmenter:
+    """A segmenter for `config`, as a stream starts or after its pending text is gone."""
+    return segments.new_segmenter(config.max_message_length, sentences=config.humanizer_degree == 3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +75,11 @@ class Drained:
 
 DRAINED: Final = Drained()
 
-Next: TypeAlias = SendMessage | EditMessage | SendEmbed | TypingPause | AwaitTurn | StopReason
-"""A request or a pause to start, or a limit the next message would pass (F3)."""
+Request: TypeAlias = SendMessage | EditMessage | SendEmbed | TypingPause | AwaitTurn
+"""A Discord request, a pause or a wait for the channel's turn, to start now."""
+
+Next: TypeAlias = Request | LimitReached
+"""A request to start, or a limit the next message would pass (F3)."""
 
 Pumped: TypeAlias = Next | Drained | None
 """What `pump` answers: what to do next, `DRAINED`, or None (wait)."""
@@ -59,11 +94,10 @@ class Delivery(Protocol):
 
     tail: str
 
-    def parts(
-        self, *, streaming: bool, capturing: bool
-    ) -> tuple[segments.Segmenter, outbox.Outbox, lives.Live | None]:
-        """The values to keep in the state: the segmenter (whose fast path the hot path
-        asks), the outbox and live delivery's state."""
+    def value(self, *, streaming: bool, capturing: bool) -> DeliveryState:
+        """The value to keep in the state (the same object when nothing changed), ready for
+        the hot path: whether a chunk may just grow the tail depends on whether the model
+        writes (`streaming`) and whether a capture is open (`capturing`)."""
         ...
 
     def begin(self) -> TypingPause | None:
@@ -149,33 +183,43 @@ class Delivery(Protocol):
 
     def first_url(self) -> str | None: ...
 
-    def in_flight(self) -> int | None: ...
+    def in_flight(self) -> int | None:
+        """The seq of the request in flight, if any."""
+        ...
+
+    def pause(self) -> int | None:
+        """The token of the pause under way, if any."""
+        ...
 
 
-def policy(core: Core, tail: str) -> Delivery:
-    """The stream's delivery policy over the state's values."""
-    if core.live is None:
-        return Messages(core.seg, core.out, tail, core.settings.config)
-    return Edits(core.out, core.live, tail)
+def policy(state: DeliveryState, tail: str, config: StreamConfig) -> Delivery:
+    """The stream's delivery policy over the state's value."""
+    match state:
+        case Messages():
+            return MessagesDelivery(state, tail, config)
+        case lives.Live():
+            return LiveDelivery(state, tail)
+        case _:
+            assert_never(state)
 
 
-class Messages:
+class MessagesDelivery:
     """Messages delivery: a message per piece or per packed pieces (E6–E9, F2, F3)."""
 
-    __slots__ = ("config", "out", "seg", "tail")
+    __slots__ = ("config", "out", "seg", "state", "tail")
 
-    def __init__(
-        self, seg: segments.Segmenter, out: outbox.Outbox, tail: str, config: StreamConfig
-    ) -> None:
-        self.seg = seg
-        self.out = out
+    def __init__(self, state: Messages, tail: str, config: StreamConfig) -> None:
+        self.state = state
+        self.seg = state.seg
+        self.out = state.out
         self.tail = tail
         self.config = config
 
-    def parts(
-        self, *, streaming: bool, capturing: bool
-    ) -> tuple[segments.Segmenter, outbox.Outbox, lives.Live | None]:
-        return self.seg, self.out, None
+    def value(self, *, streaming: bool, capturing: bool) -> DeliveryState:
+        state = self.state
+        if self.seg is state.seg and self.out is state.out:
+            return state
+        return Messages(self.seg, self.out)
 
     def begin(self) -> TypingPause | None:
         return None
@@ -267,22 +311,21 @@ class Messages:
     def in_flight(self) -> int | None:
         return self.out.in_flight
 
+    def pause(self) -> int | None:
+        return self.out.pause
 
-class Edits:
+
+class LiveDelivery:
     """Live delivery: the answer grows in edited messages (SPEC L)."""
 
-    __slots__ = ("live", "out", "tail")
+    __slots__ = ("live", "tail")
 
-    def __init__(self, out: outbox.Outbox, live: lives.Live, tail: str) -> None:
-        self.out = out  # unused by live delivery; kept as the state holds it
+    def __init__(self, live: lives.Live, tail: str) -> None:
         self.live = live
         self.tail = tail
 
-    def parts(
-        self, *, streaming: bool, capturing: bool
-    ) -> tuple[segments.Segmenter, outbox.Outbox, lives.Live | None]:
-        seg = lives.gate(self.live, streaming=streaming, capturing=capturing)
-        return seg, self.out, self.live
+    def value(self, *, streaming: bool, capturing: bool) -> DeliveryState:
+        return lives.appending(self.live, streaming=streaming, capturing=capturing)
 
     def merge(self) -> None:
         self.live, self.tail = lives.merged(self.live, self.tail)
@@ -296,7 +339,7 @@ class Edits:
         return lives.context(self.live, self.tail)
 
     def hold(self) -> None:
-        pass  # the gate segmenter is closed while a capture is open (`parts`)
+        pass  # no chunk grows the tail directly while a capture is open (`value`)
 
     def show(self, text: str) -> None:
         self.live, self.tail = lives.add(self.live, self.tail, text)  # shown in the next turn
@@ -380,3 +423,6 @@ class Edits:
 
     def in_flight(self) -> int | None:
         return self.live.in_flight
+
+    def pause(self) -> int | None:
+        return self.live.typing

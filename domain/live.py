@@ -1,38 +1,25 @@
 """Live delivery: the answer grows in place, one message edited as the model writes (SPEC L).
 
 A sibling of `cordstream.domain.outbox` (messages delivery); the reducer reaches it through
-`delivery.Edits`, hands it the visible text and the stream's course, and this module decides
-what each Discord request carries. Pure functions over one value, `Live`, and the machine's
-`tail`, which here holds the visible text of the *open* message (the one being edited) and
-everything after it not yet in a message.
+`delivery.LiveDelivery`. Pure functions over one value, `Live`, and the machine's `tail`, which
+here holds the visible text of the *open* message (the one being edited) and all after it.
 
-Cadence (L2). One request at a time, and each waits for its turn under the channel's budget:
-the core asks with `AwaitTurn(token)` when there is something new to show, and decides what
-the request carries when the shell answers `TurnGranted(token)`, so it carries the latest
-text. The budget is the shell's (one per channel, shared by every live stream of the process,
-`cordstream.shell.ratelimit`); whether there is something to show, and what, is decided here
-from the state alone, so every decision replays in a unit test.
+Cadence (L2). One request at a time, each in its turn under the channel's budget: the core
+asks with `AwaitTurn(token)` when there is something new to show, and decides what the request
+carries when the shell answers `TurnGranted(token)`, so it carries the latest text. The budget
+is the shell's (`cordstream.shell.ratelimit`); what to show is decided here from the state
+alone, so every decision replays in a unit test.
 
-Layout (L3–L5). The open message shows `reopen` (a code block's fence line, when the message
-continues a block) and `tail[:shown]`, then provisional closers (an open code block gets its
-closing fence, open inline markers their closers, E8) and the cursor. What it shows, closers
-and cursor apart, only grows. Far from the message's end everything that arrived is shown (the
-first characters of an answer as soon as they exist, L1). Within `_slack` of the end only up
-to a boundary: a line end, else a space; and a code block that starts there is held back until
-it closes within the room or outgrows it. When the text does not fit, the message is finished
-(*sealed*) at the best cut at or after what it shows: a line end, else a space, else a grapheme
-boundary (a word longer than a message), never at the very end of what arrived (the next
-chunk may extend its last cluster); a code block is closed there and reopened, with its
-language, in the next message (E3); a held-back block starts the next message. A line end near
-the end finishes the message as soon as the line after it is `_EARLY` characters long. When
-finishing a message would show nothing new (what it shows already ends at the cut), the next
-message is created first and the finished one gets its final edit in the following turn
-(`closing`), so the channel never goes two turns without new text.
+Layout (L3–L5). The open message shows `reopen` (a continued code block's fence line) and
+`tail[:shown]`, then provisional closers (E8) and the cursor; what it shows only grows. Near
+its end it shows only up to a boundary (`_near_end`); when the text does not fit it is finished
+(*sealed*) at the best cut at or after what it shows (`_seal`), a code block closed there and
+reopened in the next message (E3). When finishing would show nothing new, the next message is
+created first and the finished one gets its final edit in the next turn (`closing`).
 
-Cost (L10). A chunk only grows the tail while a turn or a request is under way (the machine's
-fast path); once the tail passes `TAIL_BOUND` (the model writes faster than the budget lets
-Discord show), text waits in a rope (`pile`) joined once per decision. A decision scans the
-tail once: a message's length while the model keeps pace.
+Cost (L10). A chunk only grows the tail while a turn or a request is under way (`appending`,
+which the machine's hot path asks through `Live.try_append`); past `TAIL_BOUND` text waits in
+a rope (`pile`) joined once per decision. A decision scans the tail once.
 
 Typing (L1). Until the first message exists, the typing indicator shows, renewed every
 `TYPING_RENEW` seconds (`TypingPause`, whose `PauseOver` renews it).
@@ -51,17 +38,16 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Final, Literal
 
-from cordstream.domain import segments
 from cordstream.domain.config import StreamConfig
 from cordstream.domain.effects import AwaitTurn, EditMessage, SendEmbed, SendMessage, TypingPause
 from cordstream.domain.embeds import EmbedSpec
 from cordstream.domain.graphemes import cut_before, is_boundary, sendable
 from cordstream.domain.markdown import closers, closes_fence, fence_of, language_of
-from cordstream.domain.outbox import limit_reached
-from cordstream.domain.results import StopReason
+from cordstream.domain.outbox import LimitReached, limit_reached
 from cordstream.domain.rope import Rope, items
 
 TYPING_RENEW: Final = 8.0  # Discord shows the indicator for 10 s
+TAIL_BOUND: Final = 32768  # past this, text waits in `Live.pile` rather than the tail (L10)
 _CLOSER_RESERVE: Final = 24  # room kept for provisional closers; checked exactly when composed
 _LONGEST_FENCE: Final = 16
 _EARLY: Final = 32  # near a message's end, a new line this long starts the next message
@@ -102,25 +88,34 @@ class Live:
     first_url: str | None = None
     broken: bool = False  # Discord refused a message request: no text is sent any more
     pile: Rope = None  # visible text after a long tail, newest first (`add`, `merged`)
+    # Whether a chunk may just grow the tail (`try_append`): the model writes, no capture is
+    # open, a turn or a request is under way and nothing is piled up (`appending`).
+    appending: bool = False
+
+    def try_append(self, tail: str, text: str) -> str | None:
+        """The machine's hot path (E10): the new tail, when `text` only has to wait for the
+        next decision; None when the reducer must look (also for a `text` that is not a
+        `str`: the reducer's caller checks and rejects it)."""
+        try:  # free unless it raises
+            if self.appending and len(tail) + len(text) <= TAIL_BOUND:
+                return tail + text
+        except TypeError:
+            pass
+        return None
 
 
 EMPTY: Final = Live()
-
-# The machine's fast path (E10) reads the segmenter's `tail_room`; live delivery uses no
-# segmenter, so these two stand in for one: open while a turn or a request is under way (a
-# chunk then only grows the tail), closed otherwise (the chunk may ask for a turn).
-TAIL_BOUND: Final = 32768  # past this, text waits in `Live.pile` rather than the tail (L10)
-GATE_OPEN: Final = replace(segments.new_segmenter(2000, sentences=False), tail_room=TAIL_BOUND)
-GATE_CLOSED: Final = segments.new_segmenter(2000, sentences=False)
 
 
 def busy(live: Live) -> bool:
     return live.turn is not None or live.in_flight is not None
 
 
-def gate(live: Live, *, streaming: bool, capturing: bool) -> segments.Segmenter:
-    fast = streaming and not capturing and busy(live) and live.pile is None
-    return GATE_OPEN if fast else GATE_CLOSED
+def appending(live: Live, *, streaming: bool, capturing: bool) -> Live:
+    """`live` saying whether the next chunk may just grow the tail (`Live.try_append`): not
+    when it may ask for a turn, open a capture or end up in the pile."""
+    fast = streaming and not capturing and live.pile is None and busy(live)
+    return live if fast is live.appending else replace(live, appending=fast)
 
 
 def add(live: Live, tail: str, text: str) -> tuple[Live, str]:
@@ -204,7 +199,7 @@ def pump(
 
 def granted(
     live: Live, tail: str, config: StreamConfig, *, ending: bool, embed: EmbedSpec | None
-) -> tuple[Live, str, Request | StopReason | None]:
+) -> tuple[Live, str, Request | LimitReached | None]:
     """The turn came: the request to make now, with the latest text (or a limit the next
     message would pass, F3, or None: nothing to send after all)."""
     live = replace(live, turn=None)

@@ -9,73 +9,61 @@ it events (`cordstream.domain.events`) carrying `now`, and carries out the effec
     ready ──Started──▶ streaming ──(end of text, stop, error, timeout, limit)──▶ ending ──▶ finished
       └──Started(pending request)──────────────────────────────────────────────▲
 
-*streaming*: chunks arrive. Per chunk (B5): the deadline moves to `now + timeout`; thoughts,
-serving provider, terminal metadata and usage are recorded (`record`); then the chunk is routed
-(B6): text goes through think/details capture (`capture`) and segmentation (`segments`) to the
-delivery policy (`outbox`); a function call or an error ends the stream after a *pending
-flush*.
+*streaming*: per chunk (B5) the deadline moves, `record` notes thoughts, metadata and usage,
+and the chunk is routed (B6): text goes through think/details capture (`capture`) to delivery;
+a function call or an error ends the stream after a *pending flush*. *ending*: the outcome is
+decided and delivery drains (one Discord request at a time), then an embed if one is due, then
+`Finish`; a stop or follow-up arriving meanwhile is `requests.resolve`'s to weigh (C2, C5–C7).
+*finished*: every event is a no-op; `Finish` is emitted exactly once.
 
-*ending*: the outcome is decided; the outbox drains (one Discord request at a time), then an
-embed if one is due, then `Finish`. A stop or follow-up may still arrive meanwhile (Discord can
-keep the last message waiting for seconds): `requests.resolve` says what it does (C2, C5–C7).
-A Discord failure during delivery ends the stream quietly (10003 → `channel_deleted`, 50001 →
-`missing_access`) or as an `error` (F4, B13).
-
-*finished*: every event is a no-op. `Finish` is emitted exactly once.
-
-This module keeps the phases, the routing and stop resolution. Delivery is one of two
-sibling policies behind one interface (`delivery.Delivery`), chosen by `StreamConfig.delivery`:
-messages delivery (`segments` then `outbox`: a message per piece, pacing, limits) or live
-delivery (`live`, SPEC L: one message edited as the text grows, each request in the channel's
-turn, `AwaitTurn`/`TurnGranted`). The reducer never asks which one it drives. What a result
-reports besides is `record`'s; the registry's rules are `requests`'.
+Delivery is one value of the state (`Core.delivery`: messages delivery's or live delivery's),
+driven through one interface (`delivery.Delivery`), so the reducer never asks which one it
+drives. What a result reports besides is `record`'s; how a stream ends is `outcome`'s.
 
 Time is data (aioquic style). The state holds the inactivity `deadline`; the shell's timer is
-armed by `ArmTimer(at)` and reports `TimerFired(armed_for=at)`. A chunk only moves the deadline
-(no effect, no timer call per chunk); when the timer fires early because chunks kept coming, the
-machine re-arms it at the current deadline.
+armed by `ArmTimer(at)` and reports `TimerFired(armed_for=at)`. A chunk only moves the deadline;
+when the timer fires early because chunks kept coming, the machine re-arms it.
 
 Impossible events are visible. Which event does what in which phase is one table, in
-`_Run.handle` (as in h2): an event a correct shell never feeds (an answer to a request that is
-not in flight, a chunk outside streaming, …) changes nothing but is recorded in the state's
-`anomalies` and in the result's, where tests, the soak and a bot's logs can see it. `step`
-stays total (B1), so it records rather than raises.
-
-A chunk that skipped its constructor's validation ends the stream like a value that is not a
-chunk at all (`chunks.trusted`, B13: chosen where the SPEC is silent).
+`_Run.handle` (as in h2): an event a correct shell never feeds changes nothing but is recorded
+in `anomalies` (the state's and the result's). `step` stays total (B1): it records, never
+raises; a chunk that skipped its validation ends the stream as B13 (`chunks.trusted`).
 
 Performance (E10): a plain text chunk that completes no line touches only the top-level
-`deadline` and `tail`, so the hot path builds one small record. Whether it may is the
-segmenter's to say (`segments.try_append`): its fast path is off in a new segmenter (before
-streaming, once the stream ends) and while a capture is open (`segments.hold`).
+`deadline` and `tail`, so the hot path builds one small record. Whether it may is the delivery
+state's to say (`try_append`): never before streaming, after it or while a capture is open.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Final
+from typing import Final, assert_never
 
-from cordstream.domain import capture, chunks, delivery, events, segments
+from cordstream.domain import capture, chunks, delivery, events
 from cordstream.domain import outcome as outcomes
 from cordstream.domain import record as records
 from cordstream.domain.chunks import DoneChunk, ErrorChunk, FunctionCallChunk, TextChunk
 from cordstream.domain.effects import (
     ArmTimer,
+    AwaitTurn,
     CloseProvider,
     ConsumeRequest,
+    EditMessage,
     Effect,
     Finish,
     SendEmbed,
+    SendMessage,
+    TypingPause,
 )
+from cordstream.domain.outbox import Limit, LimitReached
 from cordstream.domain.outcome import Ending
 from cordstream.domain.requests import StopRequest, resolve
-from cordstream.domain.results import StopReason, StreamResult
+from cordstream.domain.results import StreamResult
 from cordstream.domain.state import Core, StreamState, initial_state
 
 __all__ = ["StreamState", "abandon", "initial_state", "step"]
 
 _NO_EFFECTS: Final[tuple[Effect, ...]] = ()
-_try_append: Final = segments.try_append  # one lookup less on the hot path
 
 
 def step(state: StreamState, event: events.Event) -> tuple[StreamState, tuple[Effect, ...]]:
@@ -88,7 +76,7 @@ def step(state: StreamState, event: events.Event) -> tuple[StreamState, tuple[Ef
             # The first serving provider is recorded (B5).
             if chunk.serving_provider is None or core.record.serving_provider is not None:
                 text = chunk.content
-                tail = _try_append(core.seg, state.tail, text)
+                tail = core.delivery.try_append(state.tail, text)
                 if tail is not None and "<" not in text:  # "<" may open a tag: capture's
                     deadline = event.now + core.settings.config.inactivity_timeout
                     return StreamState(deadline, tail, core), _NO_EFFECTS
@@ -136,26 +124,24 @@ class _Run:
         self.core = core
         # Delivery's values are worked on by the policy and put back into `core` once, by
         # `state()`; the other sub-records are changed in `core` by name as they change.
-        self.delivery = delivery.policy(core, state.tail)
+        self.delivery = delivery.policy(core.delivery, state.tail, core.settings.config)
         self.effects: list[Effect] = []
 
     def state(self) -> StreamState:
         core = self.core
-        seg, out, live = self.delivery.parts(
+        value = self.delivery.value(
             streaming=core.phase == "streaming", capturing=core.capture is not capture.IDLE
         )
-        if seg is not core.seg or out is not core.out or live is not core.live:
+        if value is not core.delivery:
             # Built in full rather than with `replace`, which costs twice as much (E10).
             core = Core(
                 phase=core.phase,
                 settings=core.settings,
-                seg=seg,
+                delivery=value,
                 started_at=core.started_at,
                 armed_at=core.armed_at,
                 capture=core.capture,
                 record=core.record,
-                out=out,
-                live=live,
                 ending=core.ending,
                 anomalies=core.anomalies,
             )
@@ -209,7 +195,7 @@ class _Run:
             case events.Rejected(now=now, seq=seq, failure=failure) if policy.knows(seq):
                 self.rejected(now, failure)
             case _:
-                detail = _anomaly(event, core, policy.in_flight())
+                detail = _anomaly(event, core, policy)
                 self.core = replace(core, anomalies=(*core.anomalies, detail))
 
     # -- the stream's course -------------------------------------------------------------
@@ -328,19 +314,26 @@ class _Run:
 
     def send(self, next_: delivery.Pumped, now: float) -> bool:
         """Carry out what delivery says comes next; False if that ended the stream's sending."""
-        if next_ is None:
-            return True
-        if isinstance(next_, delivery.Drained):
-            self.finish(now)
-            return False
-        if isinstance(next_, str):
-            self.hit_limit(next_, now)
-            return False
-        ending = self.core.ending
-        if isinstance(next_, SendEmbed) and ending is not None:
-            self.core = replace(self.core, ending=replace(ending, embed=None))
-        self.effects.append(next_)
-        return True
+        match next_:
+            case None:
+                return True
+            case delivery.Drained():
+                self.finish(now)
+                return False
+            case LimitReached(reason=reason):
+                self.hit_limit(reason, now)
+                return False
+            case SendEmbed():
+                ending = self.core.ending
+                if ending is not None:
+                    self.core = replace(self.core, ending=replace(ending, embed=None))
+                self.effects.append(next_)
+                return True
+            case SendMessage() | EditMessage() | TypingPause() | AwaitTurn():
+                self.effects.append(next_)
+                return True
+            case _:
+                assert_never(next_)
 
     def rejected(self, now: float, failure: events.DiscordFailure) -> None:
         refusal = self.delivery.refused(failure.code)
@@ -351,7 +344,7 @@ class _Run:
         else:
             self.end(outcomes.refused(self.core.settings, self.core.ending, failure), now)
 
-    def hit_limit(self, reason: StopReason, now: float) -> None:
+    def hit_limit(self, reason: Limit, now: float) -> None:
         ending = self.core.ending
         if ending is not None and ending.origin != "natural":
             # Already stopping for a request or an internal reason: just stop sending.
@@ -377,13 +370,13 @@ class _Run:
         self.core = replace(core, phase="finished")
 
 
-def _anomaly(event: object, core: Core, in_flight: int | None) -> str:
+def _anomaly(event: object, core: Core, policy: delivery.Delivery) -> str:
     """How an event that matches no row of `_Run.handle`'s table is recorded."""
     match event:
         case events.Delivered(seq=seq) | events.Rejected(seq=seq):
-            detail = f" for request {seq} (in flight: {in_flight})"
+            detail = f" for request {seq} (in flight: {policy.in_flight()})"
         case events.PauseOver(token=token):
-            detail = f" for pause {token} (current: {core.out.pause})"
+            detail = f" for pause {token} (current: {policy.pause()})"
         case events.TimerFired(armed_for=armed_for):
             detail = f" armed for {armed_for} (armed: {core.armed_at})"
         case _:

@@ -19,13 +19,13 @@ exactly the channel's (F2) and a message only gets shorter (E7). Done once per m
 per chunk (a pair split across two chunks is whole by then); a flag test for ASCII text.
 
 Limits (F3): the next message would pass `send_message_limit` or `flush_limit` → `pump`
-answers with the limit's `StopReason`, and the reducer decides what that means for the outcome.
+answers `LimitReached(reason)`, and the reducer decides what that means for the outcome.
 
 Accepted (F2): only content Discord accepted counts: `messages(out)`, in order (the result's
 text is their join, `outcome.accumulated_text`).
 
-The reducer reaches these functions through `cordstream.domain.delivery.Messages`, the
-messages policy (live delivery's sibling, `live`, is behind `delivery.Edits`):
+The reducer reaches these functions through `cordstream.domain.delivery.MessagesDelivery`, the
+messages policy (live delivery's sibling, `live`, is behind `delivery.LiveDelivery`):
 
     enqueue(out, pieces)               pieces the segmenter finished, in order
     pump(out, config, now, ending, hurry)  the next request or pause, a limit, or None
@@ -43,14 +43,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Final
+from typing import Final, Literal, TypeAlias
 
 from cordstream.domain import segments
 from cordstream.domain.config import StreamConfig
 from cordstream.domain.effects import SendEmbed, SendMessage, TypingPause
 from cordstream.domain.embeds import EmbedSpec
 from cordstream.domain.graphemes import sendable
-from cordstream.domain.results import StopReason
 from cordstream.domain.rope import Rope, items
 
 TYPING_SECONDS_PER_CHAR: Final = 0.01
@@ -59,6 +58,14 @@ TYPING_MAX_SECONDS: Final = 4.0
 _PAUSE_SLACK: Final = 0.001  # a pause that ends this close to its target counts as over
 
 Pieces = tuple[segments.Piece, ...]
+Limit: TypeAlias = Literal["send_message_limit", "flush_limit"]
+
+
+@dataclass(frozen=True, slots=True)
+class LimitReached:
+    """F3: the next message would pass the limit `reason` (an internal stop, C4)."""
+
+    reason: Limit
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -118,7 +125,7 @@ def pending(out: Outbox) -> str:
 
 def pump(
     out: Outbox, config: StreamConfig, now: float, *, ending: bool, hurry: bool
-) -> tuple[Outbox, SendMessage | TypingPause | StopReason | None]:
+) -> tuple[Outbox, SendMessage | TypingPause | LimitReached | None]:
     """What to do next: a message to send, a typing pause to wait, a limit that the next
     message would pass (F3; the queue is left as it is), or None: a request is in flight, a
     pause runs, or nothing can be sent yet. `ending`: the outcome is decided, so everything
@@ -210,12 +217,12 @@ def messages(out: Outbox) -> tuple[str, ...]:
     return tuple(items(out.delivered))
 
 
-def limit_reached(config: StreamConfig, sent: int) -> StopReason | None:
-    """F3: the next message would pass a limit."""
+def limit_reached(config: StreamConfig, sent: int) -> LimitReached | None:
+    """F3: the next message would pass a limit, after `sent` messages."""
     if config.send_message_limit and sent >= config.send_message_limit:
-        return "send_message_limit"
+        return LimitReached("send_message_limit")
     if config.flush_limit and sent >= config.flush_limit:
-        return "flush_limit"
+        return LimitReached("flush_limit")
     return None
 
 

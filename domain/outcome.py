@@ -30,7 +30,7 @@ from cordstream.domain.embeds import (
 )
 from cordstream.domain.events import DiscordFailure
 from cordstream.domain.redact import NO_SECRETS, Secrets
-from cordstream.domain.requests import Origin, StopRequest, is_internal, stop_reason
+from cordstream.domain.requests import InternalStop, Origin, StopRequest, stop_reason
 from cordstream.domain.results import StopReason, StreamResult, StreamStatus
 from cordstream.domain.segments import Piece
 
@@ -38,7 +38,7 @@ UNKNOWN_CHANNEL: Final = 10003
 UNKNOWN_MESSAGE: Final = 10008
 MISSING_ACCESS: Final = 50001
 # F4: the channel is gone or closed to us; the stream stops quietly (no embed could reach it).
-QUIET_FAILURES: Final[Mapping[int, StopReason]] = {
+QUIET_FAILURES: Final[Mapping[int, InternalStop]] = {
     UNKNOWN_CHANNEL: "channel_deleted",
     MISSING_ACCESS: "missing_access",
 }
@@ -112,24 +112,24 @@ def crash(settings: Settings, error: object) -> Ending:
 
 def requested(settings: Settings, request: StopRequest) -> Ending:
     """The outcome a registry entry decides (C4, C6, C7)."""
+    if request.internal is not None:
+        return internal_stop(settings, request.internal, context=request.context)
     reason = stop_reason(request)
     if request.kind == "follow_up":
         # Nothing of it is sent: a typing pause in progress is over (E9), no reason to wait.
         return Ending(
             "follow_up_interrupt", "follow_up", stop_reason=reason, hurry=True, deliver=False
         )
-    if is_internal(request):
-        return internal_stop(settings, reason, context=request.context)
     # C6: a user or system stop flushes.
     return Ending(
         "stopped_by_user", "stop", stop_reason=reason, stop_context=request.context, hurry=True
     )
 
 
-def internal_stop(settings: Settings, reason: StopReason, *, context: object = None) -> Ending:
+def internal_stop(settings: Settings, reason: InternalStop, *, context: object = None) -> Ending:
     """C4, C6, F3, F4: the stream stops itself; nothing more is sent (but one warning).
 
-    `context`: an internal stop id registered from outside keeps its caller's context (C7).
+    `context`: an internal stop registered from outside keeps its caller's context (C7).
     """
     embed = None
     if reason == "flush_limit":

@@ -56,14 +56,18 @@ Origin: TypeAlias = Literal["natural", "follow_up", "stop", "internal"]
 # it is absorbed (consumed, changes nothing), or it is left in the registry.
 Resolution: TypeAlias = Literal["decide", "absorb", "leave"]
 
-# Requester ids that mean "the stream stopped itself" (C4): they do not flush (C6).
-_INTERNAL_REASONS: Final[dict[str, StopReason]] = {
+# C4: the stops the stream's own course raises (a limit, F3; a lost channel, F4). A caller may
+# register one too, by its id as requester (`StopRequest.stop`); it does not flush (C6).
+InternalStop: TypeAlias = Literal[
+    "send_message_limit", "flush_limit", "channel_deleted", "missing_access"
+]
+_INTERNAL_IDS: Final[Mapping[str, InternalStop]] = {
     "send_message_limit": "send_message_limit",
     "flush_limit": "flush_limit",
     "channel_deleted": "channel_deleted",
     "missing_access": "missing_access",
 }
-INTERNAL_REQUESTERS: Final[frozenset[str]] = frozenset(_INTERNAL_REASONS)
+INTERNAL_REQUESTERS: Final[frozenset[str]] = frozenset(_INTERNAL_IDS)
 # Entries older than this are swept (C8), in seconds.
 MAX_REQUEST_AGE: Final = 300.0
 
@@ -76,6 +80,8 @@ class StopRequest:
     `StreamResult.stop_context` and never inspected. `at` is the registry's clock reading.
     `answering` (C9): for a stop, the user whose answer it stops, None for every stream in the
     channel. A follow-up leaves it None: it is aimed at its requester's answer (`reaches`).
+    `internal` (C4): the internal stop this is, None for a user or system stop; a caller's
+    requester id is read once, where the request enters the registry (`stop`).
     """
 
     kind: RequestKind
@@ -83,18 +89,37 @@ class StopRequest:
     context: object = field(default=None)
     at: float = 0.0
     answering: int | None = None
+    internal: InternalStop | None = None
+
+    def __post_init__(self) -> None:
+        if self.internal is not None and self.kind != "stop":
+            raise ValueError(f"a {self.kind} cannot be the internal stop {self.internal!r}")
+
+    @classmethod
+    def stop(
+        cls,
+        requester_id: str | None = None,
+        context: object = None,
+        *,
+        at: float = 0.0,
+        answering: int | None = None,
+    ) -> StopRequest:
+        """A stop as `request_stop` is asked for it (C2, C4): no (or an empty) requester is a
+        system stop, one of the four internal ids that internal stop, anyone else a user."""
+        requester = requester_id or None
+        internal = None if requester is None else _INTERNAL_IDS.get(requester)
+        return cls("stop", requester, context, at, answering, internal)
 
 
 def stop_reason(request: StopRequest) -> StopReason:
-    """C4: no requester → system; an internal id → that reason; anyone else → the user."""
-    requester = request.requester_id
-    if not requester:
-        return "system_request"
-    return _INTERNAL_REASONS.get(requester, "user_request")
+    """C4: an internal stop → its reason; no requester → system; anyone else → the user."""
+    if request.internal is not None:
+        return request.internal
+    return "user_request" if request.requester_id else "system_request"
 
 
 def is_internal(request: StopRequest) -> bool:
-    return request.kind == "stop" and (request.requester_id or "") in _INTERNAL_REASONS
+    return request.internal is not None
 
 
 def register(current: StopRequest | None, new: StopRequest) -> tuple[StopRequest | None, bool]:
@@ -121,7 +146,8 @@ def resolve(request: StopRequest, origin: Origin | None) -> Resolution:
         stop        none, natural or      decide: stopped_by_user with its reason and context
                     follow-up             (C4, C7); a user or system stop delivers the text
                                           still undelivered, including what a follow-up had
-                                          dropped (C2, C6); an internal id sends nothing more
+                                          dropped (C2, C6); an internal stop sends nothing
+                                          more
         stop        user or system stop   absorb: the stream already does what it asks (the
                                           first stop's reason and context stay)
         stop        internal stop         leave: the outcome is fixed (nothing more can be

@@ -48,7 +48,7 @@ it could not take it, or was a split code piece that must end with its fence) be
 `_attach`): the first piece of a code block takes it as its `lead`, before the opening fence.
 At the end of the text (`flush`, E8) glue still waiting joins the last piece of the flush
 (`end_glue`) or, with none that can take it, goes as it is: nothing disappears, and the
-outbox still packs it with a piece queued before it (`machine._take`). Glue is capped at half
+outbox still packs it with a piece queued before it (`outbox.take`). Glue is capped at half
 a message, so whatever it starts keeps room (E7); a longer run of punctuation is a piece like
 any other. Every finished piece leaves through `emit`, so this holds for every path: lines,
 sentences (degree 3), overflow cuts and code.
@@ -535,7 +535,7 @@ class _Work:
         A run of whitespace is kept up to a message's length: pieces on either side of a
         longer run cannot share a message, so all of it falls at message edges anyway. After a
         full prose piece it stays with that piece, past the message length: whitespace at a
-        message's end does not count (the outbox trims it, `machine._take`).
+        message's end does not count (the outbox trims it, `outbox.take`).
         """
         max_len = self.seg.max_len
         ahead = self.lookahead

@@ -2,8 +2,8 @@
 
 `StreamState` holds the two fields a plain text chunk changes on the hot path (E10), the
 inactivity `deadline` and the partial line `tail`, beside `Core`, which holds the rest by name:
-the phase, the settings, the segmenter, the capture, the record, the outbox, the decided
-ending and the anomalies.
+the phase, the settings, the capture, the record, the delivery state (one value: messages
+delivery's or live delivery's, `delivery.DeliveryState`), the decided ending and the anomalies.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-from cordstream.domain import capture, outbox, segments
+from cordstream.domain import capture
+from cordstream.domain import delivery as deliveries
 from cordstream.domain import live as lives
 from cordstream.domain import record as records
 from cordstream.domain.catalogue import DEFAULT_CATALOGUE, Catalogue
@@ -29,15 +30,20 @@ class Core:
 
     phase: Phase
     settings: Settings
-    seg: segments.Segmenter
+    delivery: deliveries.DeliveryState  # messages delivery's (`delivery.Messages`) or live's
     started_at: float = 0.0
     armed_at: float = math.nan  # what the shell's timer is armed for; nan when not armed
     capture: capture.Capture = capture.IDLE
     record: records.Record = records.EMPTY
-    out: outbox.Outbox = outbox.EMPTY
-    live: lives.Live | None = None  # live delivery's state (SPEC L); None: messages delivery
     ending: Ending | None = None
     anomalies: tuple[str, ...] = ()  # events a correct shell never feeds (see `_Run.handle`)
+
+    @property
+    def live(self) -> lives.Live | None:
+        """Live delivery's state (SPEC L), None under messages delivery: for a shell that
+        makes the final edits itself (L4)."""
+        delivery = self.delivery
+        return delivery if isinstance(delivery, lives.Live) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,13 +82,5 @@ def initial_state(
         catalogue=catalogue,
         secrets=secrets,
     )
-    if config.delivery == "live":
-        core = Core(phase="ready", settings=settings, seg=lives.GATE_CLOSED, live=lives.EMPTY)
-    else:
-        core = Core(phase="ready", settings=settings, seg=fresh_segmenter(config))
+    core = Core(phase="ready", settings=settings, delivery=deliveries.initial(config))
     return StreamState(math.inf, "", core)
-
-
-def fresh_segmenter(config: StreamConfig) -> segments.Segmenter:
-    """A segmenter for `config`, as a stream starts or after its pending text is gone."""
-    return segments.new_segmenter(config.max_message_length, sentences=config.humanizer_degree == 3)

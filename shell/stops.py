@@ -50,7 +50,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import discord
 
@@ -137,8 +137,9 @@ class StopRegistry:
         answering: int | None = None,
     ) -> bool:
         """Ask the channel's streams to stop (C2): with `answering`, only the stream answering
-        that user (C9). No requester means a system stop. True."""
-        request = StopRequest("stop", requester_id or None, context, answering=answering)
+        that user (C9). No requester means a system stop; one of C4's internal ids that
+        internal stop, read here once (`StopRequest.stop`). True."""
+        request = StopRequest.stop(requester_id, context, answering=answering)
         return self._offer(channel_id, slot_of(answering), request)
 
     def request_follow_up(self, channel_id: int, requester_id: str) -> bool:
@@ -227,9 +228,7 @@ class StopRegistry:
 
     def _offer(self, channel_id: int, slot: Slot, request: StopRequest) -> bool:
         slots = self._channel(channel_id)
-        stamped = StopRequest(
-            request.kind, request.requester_id, request.context, self._clock(), request.answering
-        )
+        stamped = replace(request, at=self._clock())
         accepted, replaced = admit({s: e.request for s, e in slots.items()}, slot, stamped)
         if not accepted:
             return False

@@ -19,7 +19,7 @@ Rules these tests pin (chosen here where the SPEC is silent, and named in each t
 - Text passes through unchanged: NUL, BEL, ANSI escapes, CR, C1 controls, BOM, zero-width and
   bidi marks (RLM, RLO override, isolates), private-use and noncharacters. The one rule: where
   a message is cut, whitespace (what Python's `str.isspace` calls whitespace, which includes
-  U+2028, U+0085, U+001C–U+001F) is trimmed from its ends (domain.machine `_take`: Discord
+  U+2028, U+0085, U+001C–U+001F) is trimmed from its ends (`cordstream.domain.outbox.take`: Discord
   trims too). "Preserved" below means exactly that: the messages, in order, are the input
   with only whitespace removed at cut points (`_spans`).
 - 10 MB of text, in one chunk or a few: every character arrives, in messages of at most

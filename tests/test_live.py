@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -26,8 +27,11 @@ from cordstream.domain import (
     StreamResult,
     TextChunk,
     TypingPause,
+    delivery,
+    initial_state,
 )
 from cordstream.domain import live as lives
+from cordstream.domain.outbox import LimitReached
 from tests.answers import Answer, answers, as_written, chunkings, fences_balanced
 from tests.fuzz import examples
 from tests.live_driver import LiveDriver, live, run_live
@@ -641,3 +645,51 @@ def test_L2_L5_a_finished_message_showing_nothing_new_lets_the_next_one_go_first
     result = driver.end()
     assert result.messages[0] == prose.strip()
     assert result.messages[1].startswith("```python\n")
+
+
+def _live_state(driver: LiveDriver) -> lives.Live:
+    state = driver.state.core.delivery
+    assert isinstance(state, lives.Live)
+    return state
+
+
+def test_E10_L10_the_live_state_says_when_a_chunk_may_just_grow_the_tail() -> None:
+    # The hot path asks live delivery's state itself (no segmenter stands in for it): before
+    # the first turn is asked for a chunk must be looked at; while a turn is awaited it only
+    # grows the tail; while a capture is open, or once the stream ends, never.
+    driver = manual(flush_limit=0)
+    assert _live_state(driver).try_append("", "Hello") is None  # the reducer looks
+    driver.text("Hello")
+    assert awaiting(driver)
+    state = _live_state(driver)
+    assert state.appending
+    assert state.try_append("Hello", " world") == "Hello world"
+    tail = driver.state.tail
+    driver.text(" world")
+    assert driver.state.tail == tail + " world"
+    assert _live_state(driver) is state  # the hot path built no new delivery value
+    driver.text("<think>")
+    assert not _live_state(driver).appending
+    driver.text("x</think> more")
+    assert _live_state(driver).appending
+    result = driver.end()
+    assert result.messages == ("Hello world more",)
+    assert _live_state(driver).try_append("", "late") is None
+
+
+def test_L_the_state_holds_one_delivery_value_live_or_messages() -> None:
+    live_state = initial_state(StreamConfig(delivery="live")).core
+    assert live_state.delivery == lives.EMPTY
+    assert live_state.live is live_state.delivery
+    messages_state = initial_state(StreamConfig(delivery="messages")).core
+    assert isinstance(messages_state.delivery, delivery.Messages)
+    assert messages_state.live is None
+
+
+def test_F3_L8_a_limit_on_creates_is_a_named_value() -> None:
+    # One message was created and finished; the next create would pass the limit.
+    config = StreamConfig(delivery="live", flush_limit=1)
+    live = replace(lives.EMPTY, sealed=(None, "one"), created=1, turn=3, next_seq=4)
+    after, tail, limit = lives.granted(live, "two", config, ending=False, embed=None)
+    assert limit == LimitReached("flush_limit")
+    assert (after.in_flight, tail) == (None, "two")  # nothing was sent

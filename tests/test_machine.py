@@ -7,7 +7,8 @@ timer, Discord) and checks the effects the machine asked for and the result it p
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Literal
 
 import pytest
 
@@ -43,6 +44,7 @@ from cordstream.domain import (
     TimerFired,
     TokenUsage,
     initial_state,
+    step,
 )
 from cordstream.domain.catalogue import DEFAULT_CATALOGUE, ENGLISH
 from tests.driver import Driver, run
@@ -115,7 +117,7 @@ EXITS: dict[str, Exit] = {
         "follow_up_interrupt", lambda d: d.request(StopRequest("follow_up", "user-2"))
     ),
     "internal_stop": Exit(
-        "stopped_by_user", lambda d: d.request(StopRequest("stop", "missing_access"))
+        "stopped_by_user", lambda d: d.request(StopRequest.stop("missing_access"))
     ),
     "send_message_limit": Exit(
         "stopped_by_user",
@@ -814,7 +816,7 @@ def test_C4_stop_resolves_with_the_requesters_reason(
     driver.start()
     driver.text("Hello")
 
-    driver.request(StopRequest("stop", requester))
+    driver.request(StopRequest.stop(requester))
 
     result = driver.settle()
     assert result.status == "stopped_by_user"
@@ -945,7 +947,7 @@ def test_C6_internal_stop_does_not_flush(requester: str) -> None:
     driver.start()
     driver.text("Hello\nWor")
 
-    driver.request(StopRequest("stop", requester))
+    driver.request(StopRequest.stop(requester))
 
     assert driver.settle().status == "stopped_by_user"
     assert driver.messages == ["Hello"]
@@ -1012,7 +1014,7 @@ def test_C2_a_stop_after_a_resolved_follow_up_wins_until_the_result_exists(
     requester: str | None, reason: StopReason
 ) -> None:
     driver, follow_up = _in_flight_then_follow_up()
-    stop = StopRequest("stop", requester, context="the /stop")
+    stop = StopRequest.stop(requester, context="the /stop")
 
     driver.advance(0.05)
     effects = driver.request(stop)
@@ -1047,7 +1049,7 @@ def test_C2_C7_an_internal_stop_id_after_a_follow_up_wins_and_sends_nothing_more
     requester: str,
 ) -> None:
     driver, follow_up = _in_flight_then_follow_up()
-    stop = StopRequest("stop", requester, context="ops")
+    stop = StopRequest.stop(requester, context="ops")
 
     driver.request(stop)
 
@@ -1119,7 +1121,7 @@ def _flush_limit_warning_in_flight() -> Driver:
 @pytest.mark.parametrize("requester", ["bob", None, "send_message_limit"])
 def test_C5_a_stop_during_an_internal_stop_stays_in_the_registry(requester: str | None) -> None:
     driver = _flush_limit_warning_in_flight()
-    stop = StopRequest("stop", requester, context="the /stop")
+    stop = StopRequest.stop(requester, context="the /stop")
 
     effects = driver.request(stop)
 
@@ -1135,7 +1137,7 @@ def test_C5_a_stop_during_an_internal_stop_from_outside_stays_in_the_registry() 
     driver = Driver(auto_deliver=False)
     driver.start()
     driver.text("First line\nSecond")
-    internal = StopRequest("stop", "missing_access", context="ops")
+    internal = StopRequest.stop("missing_access", context="ops")
     driver.request(internal)
     user = StopRequest("stop", "bob", context="the /stop")
 
@@ -1729,3 +1731,37 @@ def test_G5_every_embed_the_stream_composes_is_in_its_locale(ending: str) -> Non
     titles = _localized(driver)
     assert len(titles) == 1
     assert titles[0].startswith("PT "), titles
+
+
+@pytest.mark.parametrize("delivery", ["messages", "live"])
+def test_B1_a_state_is_plain_data_equal_histories_give_equal_states_and_effects(
+    delivery: Literal["messages", "live"],
+) -> None:
+    # The state holds one delivery value (messages delivery's or live delivery's), compared
+    # by value like the rest: two runs of the same events are equal step by step.
+    config = StreamConfig(delivery=delivery, flush_limit=1)
+    history: list[Event] = [
+        Started(0.0),
+        ChunkArrived(0.1, TextChunk("Hello\nwor")),
+        ChunkArrived(0.2, TextChunk("ld")),
+        Delivered(0.3, 1),
+        ProviderEnded(0.4),
+    ]
+    first = second = initial_state(config)
+    for event in history:
+        first, effects = step(first, event)
+        again, effects_again = step(second, event)
+        assert (again, effects_again) == (first, effects)
+        second = replace(again)  # a copy, not the same object
+    assert first == second
+
+
+def test_F3_a_limit_reached_ends_the_stream_as_its_internal_stop() -> None:
+    driver = Driver(StreamConfig(delivery="messages", send_message_limit=1))
+    driver.start()
+    driver.text("one\ntwo\nthree")  # "one\ntwo" is packed into the first message
+
+    result = driver.end()
+
+    assert (result.status, result.stop_reason) == ("stopped_by_user", "send_message_limit")
+    assert driver.messages == ["one\ntwo"]

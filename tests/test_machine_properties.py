@@ -56,6 +56,7 @@ from cordstream.domain import (
     capture,
     segments,
 )
+from cordstream.domain.delivery import Messages
 from tests.answers import (
     Answer,
     answers,
@@ -250,7 +251,12 @@ class StreamMachine(RuleBasedStateMachine):
         if kind == "follow_up":
             requester = requester or "user-2"
         # A context of its own, so the result shows which stop decided it (C7).
-        stop = StopRequest("stop" if kind == "stop" else "follow_up", requester, context=object())
+        context = object()
+        stop = (
+            StopRequest.stop(requester, context)
+            if kind == "stop"
+            else StopRequest("follow_up", requester, context)
+        )
         ending = self.driver.state.core.ending
         finished = self.driver.result is not None
         self.driver.request(stop)
@@ -386,8 +392,10 @@ class StreamMachine(RuleBasedStateMachine):
             shown = oracle_key(delivered).rstrip(_CLOSERS)
             assert any(e.startswith(shown) for e in expected), "text invented"
             return
-        queued = "\n".join(piece.text for piece in core.out.queue)
-        buffered = "\n".join((delivered, queued, core.seg.buffered, driver.state.tail))
+        assert isinstance(core.delivery, Messages)
+        queued = "\n".join(piece.text for piece in core.delivery.out.queue)
+        seg = core.delivery.seg
+        buffered = "\n".join((delivered, queued, seg.buffered, driver.state.tail))
         got = oracle_key(buffered)
         pending = oracle_key(core.capture.pending) if core.capture.mode == "visible" else ""
         ok = any(

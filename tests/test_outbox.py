@@ -8,6 +8,7 @@ import pytest
 
 from cordstream.domain import SendEmbed, SendMessage, StreamConfig, TypingPause, outbox
 from cordstream.domain.embeds import EmbedSpec
+from cordstream.domain.outbox import Limit, LimitReached
 from cordstream.domain.segments import Piece
 
 DEGREE_1 = StreamConfig(humanizer_degree=1, max_message_length=200)
@@ -86,12 +87,12 @@ def test_E9_degrees_2_and_3_pause_before_each_further_message() -> None:
         (StreamConfig(humanizer_degree=1, flush_limit=1), "flush_limit"),
     ],
 )
-def test_F3_the_next_message_past_a_limit_is_not_sent(config: StreamConfig, reason: str) -> None:
+def test_F3_the_next_message_past_a_limit_is_not_sent(config: StreamConfig, reason: Limit) -> None:
     out = outbox.enqueue(outbox.EMPTY, [Piece("one\n")])
     out, _ = outbox.pump(out, config, 0.0, ending=False, hurry=False)
     out = outbox.accepted(out, 0.0, None)
     out = outbox.enqueue(out, [Piece("two\n")])
-    assert outbox.pump(out, config, 0.0, ending=True, hurry=True) == (out, reason)
+    assert outbox.pump(out, config, 0.0, ending=True, hurry=True) == (out, LimitReached(reason))
     assert outbox.pending(out) == "two\n"
 
 

@@ -14,7 +14,7 @@ _INTERNAL_IDS = ("send_message_limit", "flush_limit", "channel_deleted", "missin
 
 
 def _stop(requester: str | None = "user-1", *, at: float = 0.0) -> StopRequest:
-    return StopRequest("stop", requester, at=at)
+    return StopRequest.stop(requester, at=at)
 
 
 def _follow_up(requester: str = "user-1", *, at: float = 0.0) -> StopRequest:
@@ -140,6 +140,40 @@ def test_C4_a_stop_with_an_internal_id_is_internal(requester: str) -> None:
 )
 def test_C4_only_stops_with_an_internal_id_are_internal(request_: StopRequest) -> None:
     assert is_internal(request_) is False
+
+
+@pytest.mark.parametrize("requester", _INTERNAL_IDS)
+def test_C4_internal_stop_is_typed(requester: str) -> None:
+    # The requester id is read once, as the request enters (`StopRequest.stop`): the entry
+    # says which internal stop it is in a field of its own.
+    request_ = StopRequest.stop(requester, "ops")
+    assert (request_.internal, request_.requester_id, request_.context) == (
+        requester,
+        requester,
+        "ops",
+    )
+    assert StopRequest.stop("user-1").internal is None
+    assert StopRequest.stop(None).internal is None
+
+
+def test_C4_the_reason_comes_from_the_typed_field_not_the_requester_id() -> None:
+    # Nothing downstream compares requester ids with the four: an entry built without reading
+    # its id is what its field says.
+    unread = StopRequest("stop", "flush_limit")
+    assert (is_internal(unread), stop_reason(unread)) == (False, "user_request")
+    marked = StopRequest("stop", None, internal="missing_access")
+    assert (is_internal(marked), stop_reason(marked)) == (True, "missing_access")
+
+
+def test_C4_a_follow_up_cannot_be_an_internal_stop() -> None:
+    with pytest.raises(ValueError, match="follow_up"):
+        StopRequest("follow_up", "user-1", internal="flush_limit")
+
+
+def test_C2_C4_an_empty_requester_enters_as_a_system_stop() -> None:
+    request_ = StopRequest.stop("", answering=7, at=3.0)
+    assert (request_.requester_id, request_.answering, request_.at) == (None, 7, 3.0)
+    assert stop_reason(request_) == "system_request"
 
 
 # --- C8: sweeping ------------------------------------------------------------------------------

@@ -75,6 +75,19 @@ def test_C2_an_empty_requester_is_a_system_stop() -> None:
     assert entry(stops).requester_id is None
 
 
+@pytest.mark.parametrize(
+    "requester", ["send_message_limit", "flush_limit", "channel_deleted", "missing_access"]
+)
+def test_C4_the_registry_reads_an_internal_id_once_into_the_typed_field(requester: str) -> None:
+    clock = Clock()
+    stops = StopRegistry(clock=clock)
+    stops.request_stop(1, requester, context="ops")
+    internal = entry(stops)
+    assert (internal.internal, internal.requester_id, internal.at) == (requester, requester, 1000.0)
+    stops.request_stop(1, "user-1")
+    assert entry(stops).internal is None
+
+
 def test_C3_a_follow_up_is_refused_while_a_stop_is_pending() -> None:
     stops = StopRegistry()
     stops.request_stop(1, "user-1")

@@ -38,6 +38,8 @@ from cordstream.domain import (
     initial_state,
     step,
 )
+from cordstream.domain.delivery import Messages
+from cordstream.domain.outbox import Outbox
 from tests.fuzz import examples
 
 
@@ -53,6 +55,12 @@ def _started(*events: Event, degree: int = 1) -> StreamState:
     for event in events:
         state, _ = step(state, event)
     return state
+
+
+def _out(state: StreamState) -> Outbox:
+    """The outbox of a state under messages delivery (the table's deliveries)."""
+    assert isinstance(state.core.delivery, Messages)
+    return state.core.delivery.out
 
 
 def _text(text: str) -> ChunkArrived:
@@ -91,17 +99,17 @@ EVENTS: dict[str, Callable[[StreamState], Event]] = {
     "provider crashed": lambda s: ProviderCrashed(1.0, ValueError("bad")),
     "user stop": lambda s: StopRequested(1.0, StopRequest("stop", "u", "ctx")),
     "system stop": lambda s: StopRequested(1.0, StopRequest("stop", None)),
-    "internal stop": lambda s: StopRequested(1.0, StopRequest("stop", "flush_limit")),
+    "internal stop": lambda s: StopRequested(1.0, StopRequest.stop("flush_limit")),
     "follow-up": lambda s: StopRequested(1.0, StopRequest("follow_up", "u")),
     "timer due": lambda s: TimerFired(1e9, s.core.armed_at),
     "timer early": lambda s: TimerFired(0.5, s.core.armed_at),
     "timer stale": lambda s: TimerFired(1e9, -1.0),
-    "pause over": lambda s: PauseOver(10.0, s.core.out.pause or 0),
+    "pause over": lambda s: PauseOver(10.0, _out(s).pause or 0),
     "pause over, stale": lambda s: PauseOver(10.0, 999),
-    "delivered": lambda s: Delivered(1.0, s.core.out.in_flight or 0, "https://x"),
+    "delivered": lambda s: Delivered(1.0, _out(s).in_flight or 0, "https://x"),
     "delivered, stale": lambda s: Delivered(1.0, 999),
-    "rejected 10003": lambda s: Rejected(1.0, s.core.out.in_flight or 0, DiscordFailure(10003)),
-    "rejected 50013": lambda s: Rejected(1.0, s.core.out.in_flight or 0, DiscordFailure(50013)),
+    "rejected 10003": lambda s: Rejected(1.0, _out(s).in_flight or 0, DiscordFailure(10003)),
+    "rejected 50013": lambda s: Rejected(1.0, _out(s).in_flight or 0, DiscordFailure(50013)),
     "rejected, stale": lambda s: Rejected(1.0, 999, DiscordFailure(None, 500)),
 }
 
