@@ -92,6 +92,9 @@ class StopRequest:
     internal: InternalStop | None = None
 
     def __post_init__(self) -> None:
+        if self.internal is None and self.kind == "stop" and self.requester_id:
+            # C4 for a stop built directly: one of the four ids is that internal stop.
+            object.__setattr__(self, "internal", _INTERNAL_IDS.get(self.requester_id))
         if self.internal is not None and self.kind != "stop":
             raise ValueError(f"a {self.kind} cannot be the internal stop {self.internal!r}")
 

@@ -156,13 +156,19 @@ def test_C4_internal_stop_is_typed(requester: str) -> None:
     assert StopRequest.stop(None).internal is None
 
 
-def test_C4_the_reason_comes_from_the_typed_field_not_the_requester_id() -> None:
-    # Nothing downstream compares requester ids with the four: an entry built without reading
-    # its id is what its field says.
-    unread = StopRequest("stop", "flush_limit")
-    assert (is_internal(unread), stop_reason(unread)) == (False, "user_request")
+def test_C4_the_reason_comes_from_the_typed_field_read_once_at_construction() -> None:
+    # An entry built directly reads its id as `StopRequest.stop` does (C4 holds however a stop
+    # is made); from then on only the field counts.
+    direct = StopRequest("stop", "flush_limit")
+    assert (direct.internal, is_internal(direct), stop_reason(direct)) == (
+        "flush_limit",
+        True,
+        "flush_limit",
+    )
     marked = StopRequest("stop", None, internal="missing_access")
     assert (is_internal(marked), stop_reason(marked)) == (True, "missing_access")
+    user = StopRequest("stop", "user-1")
+    assert (user.internal, stop_reason(user)) == (None, "user_request")
 
 
 def test_C4_a_follow_up_cannot_be_an_internal_stop() -> None:
