@@ -30,14 +30,19 @@ from cordstream.shell import StreamConfig
 from cordstream.shell.testing import (
     Delay,
     DiscordEmulator,
+    Do,
     Drop,
     Fault,
+    Hang,
+    InteractionRecord,
     RecordedRequest,
     ScriptProvider,
     Sleep,
+    Step,
 )
 from tests.answers import as_written
 from tests.test_interactions import (
+    WAIT,
     asking,
     channel_budget,  # noqa: F401  (autouse: Discord's pace of a channel, as there)
     no_cursor,
@@ -52,10 +57,32 @@ TEXT: Final = "".join(
     "more than one message.\n"
     for n in range(8)
 )
+TOKEN_LIFE: Final = 15 * 60.0  # Discord's (the emulator's default `interaction_ttl`)
+LONGER: Final = TOKEN_LIFE + 60.0  # a model that thinks past the token's life
+PATIENT: Final = StreamConfig(
+    delivery="live", max_message_length=300, inactivity_timeout=2 * TOKEN_LIFE
+)
 
 
 def interaction_requests(api: DiscordEmulator) -> list[RecordedRequest]:
     return [r for r in api.requests if r.kind == "interaction"]
+
+
+def channel_route(api: DiscordEmulator, message_id: int) -> str:
+    """The path of a message through the channel's routes."""
+    return f"/api/v10/channels/{api.channel_id}/messages/{message_id}"
+
+
+def original_route(api: DiscordEmulator, record: InteractionRecord) -> str:
+    """The path of an interaction's original response through its token."""
+    return f"/api/v10/webhooks/{api.user_id}/{record.token}/messages/@original"
+
+
+async def thinking_id(record: InteractionRecord) -> int:
+    """The id of the deferral's "thinking" message, once it shows."""
+    await record.wait_until(lambda r: r.thinking, timeout=WAIT)
+    assert record.original_id is not None
+    return record.original_id
 
 
 # ---- K1: a deferral that fails ---------------------------------------------------------------
@@ -145,5 +172,81 @@ async def test_K1_a_deferral_that_fails_delivers_the_whole_answer_in_the_channel
         assert public_texts(s.api) == list(result.messages)
         assert all(m.interaction_id is None for m in s.api.messages())
         assert no_cursor(s.api.messages())
+        assert asked.original is None
+        assert not asked.thinking
+
+
+# ---- K1: the token's expiry ------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_K1_a_token_expiring_while_thinking_deletes_that_message_and_sends_anew() -> None:
+    # The model thinks past the token's life: the first message cannot fill the "thinking"
+    # original response any more (only the token takes a message out of "thinking").
+    script = ScriptProvider([Sleep(LONGER), *paced(TEXT)])
+    async with asking([script], config=PATIENT) as s:
+        asked = await s.api.slash(s.api.add_member("alice"), "ask", {"question": "q"})
+        thinking = await thinking_id(asked)
+        result = await s.result()
+        assert result.status == "completed"
+        assert asked.expired
+        # The first message tried the original response, was refused (401), the thinking
+        # message was deleted through the channel, and the message sent anew there.
+        refused = [r for r in interaction_requests(s.api) if r.status == 401]
+        assert [(r.method, r.path) for r in refused] == [("PATCH", original_route(s.api, asked))]
+        deletions = [(r.path, r.status) for r in s.api.requests if r.method == "DELETE"]
+        assert deletions == [(channel_route(s.api, thinking), 204)]
+        history = s.api.history()
+        assert [(c.kind, c.message_id) for c in history[:2]] == [
+            ("create", thinking),
+            ("delete", thinking),
+        ]
+        assert all(c.message_id != thinking for c in history[2:])
+        # Nothing lost: the channel holds the whole answer, as the result says (F2), as the
+        # channel's own messages, and nothing is left "thinking".
+        assert len(result.messages) >= 3
+        as_written(result.messages, TEXT)
+        assert public_texts(s.api) == list(result.messages)
+        assert all(m.interaction_id is None for m in s.api.messages())
+        assert no_cursor(s.api.messages())
+        assert asked.original is None
+        assert not asked.thinking
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+@pytest.mark.parametrize("how", ["empty", "stopped_before_text"])
+async def test_K1_a_token_found_dead_when_settling_deletes_the_thinking_response_in_the_channel(
+    how: str,
+) -> None:
+    # The model thinks past the token's life, then answers nothing (or the user stops it
+    # first): the answer shows nothing, and the token is dead when the stream settles.
+    async with asking(config=PATIENT) as s:
+        alice = s.api.add_member("alice")
+        ends: dict[str, list[Step]] = {
+            "empty": [],
+            "stopped_before_text": [
+                Do(lambda: s.orchestrator.request_stop(s.api.channel_id, str(alice.id))),
+                Hang(),
+            ],
+        }
+        s.scripts.append(ScriptProvider([Sleep(LONGER), *ends[how]]))
+        asked = await s.api.slash(alice, "ask", {"question": "q"})
+        thinking = await thinking_id(asked)
+        result = await s.result()
+        assert result.messages == ()
+        assert asked.expired
+        # Deleting it through the token was refused (401); through the channel it went.
+        deletions = [(r.path, r.status) for r in s.api.requests if r.method == "DELETE"]
+        assert deletions == [
+            (original_route(s.api, asked), 401),
+            (channel_route(s.api, thinking), 204),
+        ]
+        assert [(c.kind, c.message_id) for c in s.api.history()] == [
+            ("create", thinking),
+            ("delete", thinking),
+        ]
+        assert s.api.messages() == []
         assert asked.original is None
         assert not asked.thinking
