@@ -407,10 +407,10 @@ def is_boundary(text: str, index: int, anchor: int | None = None) -> bool:
     """Whether ``text`` may be cut before ``text[index]`` without splitting a grapheme cluster.
 
     True at both ends of the text and outside it (``index <= 0`` or ``index >= len(text)``).
-    Follows UAX #29 (GB3–GB13 with GB9c) within the bounds the module docstring gives; the work
+    Follows UAX #29 (GB3–GB13 with GB9c) within the bounds E7 states; the work
     per call does not depend on ``len(text)``. `anchor`, a position known to be a boundary at
     or before `index`, makes regional indicator pairing exact at a cost of ``index - anchor``.
-    Never between the two halves of a surrogate pair (see "Surrogates").
+    Never between the two halves of a surrogate pair (E7).
     """
     if index <= 0 or index >= len(text):
         return True  # GB1, GB2

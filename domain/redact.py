@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Final
 
 REDACTED: Final = "[redacted]"
-# A registered value shorter than this is not redacted by value (see the module docstring).
+# A registered value shorter than this is not redacted by value (G4).
 MIN_SECRET_LENGTH: Final = 8
 # At most this many distinct values are kept (each costs one pass over the text).
 MAX_SECRETS: Final = 256

@@ -443,7 +443,7 @@ class _Work:
     def emit(self, piece: Piece) -> None:
         """Every finished piece leaves through here (E6): a punctuation-only piece that gets
         here found no piece before it to join, so it becomes the *glue* and starts the next
-        piece instead, with the whitespace that follows it; see the module docstring."""
+        piece instead, with the whitespace that follows it (E6)."""
         glue = self.glue
         cap = self.seg.max_len // 2
         if glue is None:
