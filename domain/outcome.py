@@ -214,7 +214,7 @@ def result(
 
 def accumulated_text(messages: tuple[str, ...]) -> str:
     """F2: what a user copies from the channel: the accepted messages joined by "\\n" (a plain
-    concatenation, as in the reference, would glue one message's last line to the next's first)."""
+    concatenation would glue one message's last line to the next's first)."""
     return "\n".join(messages)
 
 
