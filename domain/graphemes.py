@@ -24,11 +24,12 @@ with, so every code point is stepped over a bounded number of times.
 machine applies it to every text it sends and the embeds to every text they show (E7); it
 costs one flag test for ASCII text and one C-level scan otherwise.
 
-Unicode data: general categories come from `unicodedata` (Unicode 14 on Python 3.11). What it
-does not provide is tabulated here from the Unicode 14 UCD (Prepend, Other_Grapheme_Extend, the
-SpacingMark exceptions, Extended_Pictographic), and the GB9c classes from Indic_Conjunct_Break
-(Unicode 15.1/16: Devanagari, Bengali, Gujarati, Oriya, Telugu, Malayalam), whose Extend is
-taken as Unicode 16 defines it: every Extend character and ZWJ, except ZWNJ and the linkers.
+Unicode data: general categories come from `unicodedata` (Unicode 14 on Python 3.11, newer on
+later Pythons). What it does not provide is tabulated here from the Unicode 14 UCD (Prepend,
+Other_Grapheme_Extend, the SpacingMark exceptions, Extended_Pictographic), and the GB9c classes
+from Indic_Conjunct_Break (Unicode 15.1/16: Devanagari, Bengali, Gujarati, Oriya, Telugu,
+Malayalam), whose Extend is taken as Unicode 16 defines it: every Extend character and ZWJ,
+except ZWNJ and the linkers.
 
 It never looks further back than its bounds, never analyses the clusters that the characters a
 surrogate pair encodes would form, and never decides a message's length: the splitter does.
