@@ -1,53 +1,28 @@
-"""Live delivery's figures (SPEC L, issue 12): how soon and how steadily the channel shows an
-answer, live (`StreamConfig(delivery="live")`) against messages delivery, under Discord's limits.
+"""Live delivery's figures (SPEC L): how soon and how steadily the channel shows an answer,
+live (`StreamConfig(delivery="live")`) against messages delivery, under Discord's limits.
 
 `python -m bench.live [--json]` runs only these; `python -m bench` (and `make bench`) runs them
 as its last section. They take about three minutes of real time: the model writes at its own
 pace, and the channel shows what Discord's rate limits let through.
 
-Every run streams through the real shell (`StreamOrchestrator().stream_to_discord`), a
-logged-in `discord.Client` and the Discord emulator with Discord's rate limits on
-(`DiscordEmulator(rate_limits=RateLimits())`: 5 message creates and 5 edits per 5 s per
-channel, 50 requests per second over the bot), in real time, a fresh emulator (and event loop)
-per scenario. The model is the test kit's `ScriptProvider`, writing fixed-size chunks on a
-schedule (chunk i is due at the first chunk's time + i / rate, so a slow moment is caught up),
-and noting when it yields each chunk. The channel's side is the emulator's history
-(`DiscordEmulator.history()`): every create, edit and deletion it accepted, with its time. The
-config is the default but for `delivery` and `flush_limit=0` (no cap on the messages). A
-scenario that does not end within `LIMIT_S` (300 s) fails the benchmark.
+The method, the scenarios (`demo` and `30k`, at 50 and 500 chunks per second, in both
+deliveries, and three live streams sharing one channel), the keys and what each figure means
+are stated once, in BENCHMARKS.md ("Live delivery"), with the measured values.
 
-Scenarios: two answers, each at 50 and 500 chunks per second, in both deliveries:
+The idea: every figure is read from the two ends of the pipe, never from inside it. The
+model's end is the test kit's `ScriptProvider`, writing fixed-size chunks on a schedule (chunk
+i is due at the first chunk's time + i / rate, so a slow moment is caught up) and noting when
+it yields each. The channel's end is the Discord emulator: its history
+(`DiscordEmulator.history()`, every create, edit and deletion it accepted, with its time) and
+the requests it received. Between them runs the real shell
+(`StreamOrchestrator().stream_to_discord`), a logged-in `discord.Client` and the emulator with
+Discord's rate limits on (`DiscordEmulator(rate_limits=RateLimits())`), with a fresh emulator
+and event loop per scenario. `figures()` and `request_figures()` compute the figures from those
+records alone; the three streams sharing a channel are told apart by a thin wrapper around the
+channel that notes the ids its `send` returned (`_Tap`).
 
-- `demo`: `cordstream demo`'s answer (`cordstream.shell.cli.demo.ANSWER`: a think block,
-  prose, a long paragraph, a code block longer than one message), in 4-character chunks;
-- `30k`: a 30,000-character markdown answer (`long_answer()`: headings, paragraphs, bullet and
-  numbered lists, four code blocks, one longer than a message), in 25-character chunks, so
-  that the model writes it in 24 s at 50 chunks per second.
-
-Keys: `{delivery}_{answer}_{rate}_{figure}`, e.g. `live_demo_50_first_text_s`,
-`messages_30k_500_lag_s`, with the figures (`figures()` and `request_figures()`):
-
-- `first_text_s`: from the model yielding the answer's first visible character (the first
-  after its think block) to the first accepted request that shows text in the channel;
-- `longest_wait_s`: the longest time without new text in the channel while the model writes:
-  the longest gap between the model's first chunk, each moment the channel shows new text, and
-  the model's last chunk (so the wait for the first text counts);
-- `lag_s`: the moment the channel is complete (its last accepted create or edit with text, the
-  final edit that removes a live cursor included) minus the model's last chunk;
-- `messages`: messages created with text (edits and embeds not counted);
-- `requests_per_10k_chars`: message creates and edits the emulator received for the channel,
-  whatever their answer (a 429 included), per 10,000 characters of the answer (its think
-  block included, as `discord_requests_per_10k_chars` counts);
-- `429s`: requests the emulator answered 429, any route (typing included).
-
-Text "shows" when a message's content, without the live cursor (`StreamConfig.cursor`) and
-blanks, is not empty; it is new when that differs from what the message showed before.
-
-And three live streams at once in one channel, each the demo answer at 50 chunks per second,
-sharing the channel's budget (SPEC L2): `live_3_streams_429s` (all the scenario's 429s),
-`live_3_streams_longest_wait_s` and `live_3_streams_lag_s` (the largest of the three
-streams'). Each stream's messages are told apart by a thin wrapper around the channel that
-notes the ids its `send` returned (`_Tap`); everything else goes to the real channel.
+It never mocks time: everything runs in real time, and a scenario that does not end within
+`LIMIT_S` (300 s) fails the benchmark.
 """
 
 from __future__ import annotations

@@ -1,24 +1,20 @@
 """Think and details capture: markup the model writes that must not reach the channel (E4, E5).
 
-The scanner sits in front of segmentation. It turns model text into an ordered list of
-operations: visible text (to be segmented and sent), raw thought text (`<think>` and friends),
-details text (`<details>` bodies, first `<summary>` removed), block ends, and a *retract*
-operation for a stray closing think tag. Source order is kept (the reference reordered text
-around a details block).
+The scanner sits in front of segmentation. The idea: it turns model text into an ordered list
+of operations, in source order: visible text (to be segmented and sent), raw thought text
+(`<think>` and the other tags of E4), details text (`<details>` bodies, first `<summary>`
+removed, E5), block ends, and a *retract* for a stray closing think tag. What each operation
+does to the stream is the machine's business: a retract moves the visible text not yet sent
+into the raw thoughts (E4).
 
-Recognized, case-insensitively: `<think>`, `<thinking>`, `<reasoning>`, any of them
-namespaced (`<x:think>`) or with attributes; `<details>` with `<summary>` inside. A tag split
-across chunks is held back, but never more than `MAX_PENDING` characters: anything that can no
-longer become one of these tags is released as text at once (`x < y`, `<3`, `<b>` pass through).
+A tag split across chunks is held back only while it can still become one of these tags, and
+never past `MAX_PENDING` characters (E2); anything else is released as text at once.
 
-A stray closing think tag (no opener) means "everything before this was reasoning": the
-machine moves the visible text before it that has not been sent yet into the raw thoughts.
-Text already accepted by Discord cannot be taken back; it stays in `accumulated_text`.
+Tags inside a fenced code block or an inline code span are the model's text, not markup (E4).
+The machine tells `feed` whether the text starts inside a fence and what the current partial
+line is; `feed` follows fence lines and backticks from there, and only when it meets a tag.
 
-Tags inside a fenced code block or an inline code span are the model's text, not markup (an
-answer explaining `<details>` must show it). The machine tells `feed` whether the text starts
-inside a fence and what the current partial line is; `feed` follows fence lines and backticks
-from there, and only when it meets a tag.
+It never sends, segments or stores anything: it only classifies text.
 """
 
 from __future__ import annotations

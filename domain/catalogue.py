@@ -1,17 +1,13 @@
 """The locale message catalogue for every text an embed shows (SPEC G5, G1, G3, G6, F3).
 
-English is built in and complete; a host bot plugs in other locales with
-`Catalogue.with_locale`, which checks each message against the English one (same key, same
-`{placeholders}`) when it is added, so a bad translation fails at start-up, not in the middle
-of an error path. Looking a text up never fails: an unknown locale or a missing key falls back
-to the base language (`pt-BR` → `pt`) and then to English.
+A `Catalogue` maps a locale and a message key to a text. English is built in and complete, and
+is the reference every other locale is held to: a host bot plugs in other locales with
+`Catalogue.with_locale`, which checks each message against the English one when it is added
+(G5 says how). The idea: all checking happens when a catalogue is built, so looking a text up,
+which happens on error paths, never fails and falls back instead (G5).
 
-Rules chosen where the SPEC is silent:
-- Locale tags are matched case-insensitively, `_` and `-` alike (`pt_br` finds `pt-BR`).
-- `with_locale` merges into an existing locale (later messages win per key).
-- A placeholder is a plain `{name}`: conversions (`{x!r}`), format specs (`{x:>9999}`) and
-  attribute or index access (`{x.y}`, `{x[0]}`) are rejected, so a translation cannot pad a
-  message to megabytes or reach into the values.
+It never formats anything but plain `{name}` placeholders, and never sees what the embeds do
+with its texts (redaction and length are `cordstream.domain.embeds`'s job).
 """
 
 from __future__ import annotations

@@ -1,39 +1,26 @@
 """What an embed says, as data: the shell turns an `EmbedSpec` into a Discord embed (SPEC G).
 
-- G1: a model error (kind `model_error`, or an API error whose text reads like one) gets the
-  title "Model Configuration Error" and, without a provider headline, a localized headline.
-  `reads_as_model_error` is the one test of "reads like one": the adapters' error mapping
-  (`cordstream.shell.providers.base.error_from_status`) uses it too. A headline that is a
-  `CatalogueText` (what the adapters' `describe_error` returns, `error_headline`) is shown
-  from the stream's catalogue in the stream's locale, so it is localized like the title.
-- G2: `error_detail` digs the provider's own message out of the error and its `original`.
-- G3: description = headline + "**Details:**" block, de-duplicated and cut to fit 4096.
-- G4: everything shown is redacted (`cordstream.domain.redact`): credential shapes, private
-  hosts, and the exact `secrets` the shell passes in (the bot's token, the provider's key, the
-  values the bot registered), in the title and the description alike.
-- Everything shown passes through `graphemes.sendable` first (before redaction and the length
-  cut): a surrogate pair becomes the character it encodes, a lone surrogate U+FFFD, so an
-  error text holding one still yields an embed Discord accepts, and limits count what Discord
-  counts.
-- G5: title and colour by kind; context-length and quota failures are recognised from the
-  code or message. Texts come from a `Catalogue` (English built in).
-- G6: the timeout embed and the embed for a caught exception.
-- G7 (suppression) is the machine's decision; this module only composes.
+One function per embed (`provider_error_embed`, `timeout_embed`, `flush_limit_embed`,
+`exception_embed`), each pure: what it shows depends only on what happened, the stream's
+catalogue and locale (`cordstream.domain.catalogue`) and the stream's secrets. G1–G6 say what
+each embed holds.
+
+The idea: every text an embed shows, whoever wrote it (the provider, an exception, a
+translation), takes the same three steps before it reaches an `EmbedSpec` (`_shown`; for the
+detail, `_description`): it is made sendable (`graphemes.sendable`, E7), then redacted
+(`redact_head`, G4), then cut to Discord's limit with an ellipsis (G3). So nothing reaches the
+channel unredacted, and the limits count what Discord counts. Text heuristics (is this a
+model error, a quota, a context length?) read only the start of a text, so a 10 MB error
+message costs nothing more.
+
+`reads_as_model_error` is the one test of "reads like a model error" (G1): the adapters' error
+mapping (`cordstream.shell.providers.base.error_from_status`) uses it too. A headline that is a
+`CatalogueText` (what the adapters' `describe_error` returns, `error_headline`) is looked up
+again in the stream's catalogue and locale, so it is localized like the title.
 
 Every function here runs on an error path, so none raises, whatever it is given: a failure
-inside composition yields a plain English fallback embed.
-
-Rules chosen where the SPEC is silent:
-- An adapter's specific kind wins over text heuristics: `model_error` and `content_blocked`
-  stay as they are; a "model not found"-like text turns only `api_error`/`unknown` into a
-  model error. Quota and context-length texts override every other kind (OpenAI reports
-  `insufficient_quota` as HTTP 429, which adapters map to `rate_limit`).
-- "Response stopped (reason: <kind>)" names the adapter's `kind`, e.g. `api_error`.
-- G2 reads `original` in this order: a JSON `body` (str or mapping), `message`, `detail`,
-  `error` (a string, or its `message`/`detail`), then an exception's `str()` and `args`.
-  SDK exceptions put the clean provider message in `body` and a noisy one in `str()`.
-- The details block is left out when less than 16 characters of room remain after the
-  headline; an exception with a blank or unreadable message shows a localized generic text.
+inside composition yields a plain English fallback embed. It never decides whether an embed is
+sent (G7 is the reducer's decision) and never talks to Discord.
 """
 
 from __future__ import annotations

@@ -1,72 +1,38 @@
-"""Where an outgoing message may be cut: grapheme cluster boundaries (SPEC rule E7).
+"""Where an outgoing message may be cut: grapheme cluster boundaries (SPEC E7).
 
-Discord counts a message's length in code points (Python's `len`), and E7 caps every message at
-`max_message_length` of them. A cut that respects the cap can still split what a reader sees as
-one character: a ZWJ family 👨‍👩‍👧‍👦, a flag 🇫🇷 (two regional indicators), 👍🏽, a keycap 1️⃣, a
-tag flag 🏴󠁧󠁢󠁥󠁮󠁧󠁿, an ``e`` and its combining acute, a Hangul syllable spelled in jamo, CR LF, or an
-Indic conjunct such as क्ष. This module answers one question for the splitter: *may the text be
-cut between ``text[i - 1]`` and ``text[i]``?*
+Discord counts a message's length in code points (Python's `len`), and E7 caps every message
+at `max_message_length` of them. A cut that respects the cap can still split what a reader sees
+as one character: a ZWJ family 👨‍👩‍👧‍👦, a flag 🇫🇷, 👍🏽, a keycap 1️⃣, an ``e`` and its combining
+acute, a Hangul syllable spelled in jamo, CR LF, an Indic conjunct such as क्ष. This module
+answers one question for the splitter: *may the text be cut between ``text[i - 1]`` and
+``text[i]``?*
 
-Theory of operation
--------------------
-`is_boundary` applies the extended grapheme cluster rules of UAX #29 (GB3–GB13, including the
-optional GB9c for Indic conjuncts) to the two characters around the index. Most rules need
-nothing else. Three rules need context to the left, and each looks back a bounded distance, so
-a call costs the same on a 10 MB text as on a short one:
+The idea: `is_boundary` applies the extended grapheme cluster rules of UAX #29 (GB3–GB13, with
+the optional GB9c for Indic conjuncts) to the two characters around the index, and the three
+rules that need context to the left (GB9c, GB11, GB12/GB13) look back a bounded distance
+(``_CONTEXT_LIMIT``, ``_RI_LIMIT``, or back to a known boundary, the ``anchor``). So one test
+costs the same on a 10 MB text as on a short one, and where the bound is reached the answer
+errs on the side of a shorter message, never of a split cluster (E7 says how).
 
-* GB9c (consonant, linker, consonant): at most ``_CONTEXT_LIMIT`` (32) linkers and extenders
-  are skipped looking for the first consonant. A longer run is assumed to start with one when it
-  holds a linker: the conjunct is kept together rather than cut.
-* GB11 (pictograph, extenders, ZWJ, pictograph): at most ``_CONTEXT_LIMIT`` (32) extenders are
-  skipped looking for the pictograph. Past that it is assumed present: the ZWJ sequence is kept
-  together rather than cut.
-* GB12/GB13 (regional indicators pair up from the start of their run): at most ``_RI_LIMIT``
-  (64) indicators are counted. In a longer run the pairing is assumed to start at an even offset
-  of ``text``: exact for a text made only of flags, or whose run starts at an even offset.
-  Pairs still alternate, so the answer is consistent from one index to the next. Given an
-  ``anchor`` (a position known to be a boundary, such as the start of the message being cut),
-  the indicators are instead counted exactly back to the anchor or the start of the run,
-  whichever is nearer: a cost of ``index - anchor``, which the splitter keeps within one
-  message. `cut_before` takes it as ``anchor=``; with it, a run of any length at any offset is
-  never cut inside a flag (E7).
+`cut_before` is what the splitter calls: the last boundary at or before an index (the most
+text that fits), found by stepping back no lower than ``lowest`` (where the message being cut
+starts). Cost (E10): a step back costs O(1), and the steps a cut takes are at most the length
+of the message it ends plus that of the cluster it stepped over, which the next message starts
+with, so every code point is stepped over a bounded number of times.
 
-The "keep together" choices err on the side of a shorter message, never of a split cluster.
+`sendable` makes a text JSON-safe: Python's `str` can hold surrogates, Discord cannot. The
+machine applies it to every text it sends and the embeds to every text they show (E7); it
+costs one flag test for ASCII text and one C-level scan otherwise.
 
-`cut_before` is what the splitter calls: the last boundary at or before an index (the most text
-that fits), found by stepping back as far as the caller allows (``lowest``: for the splitter,
-where the message being cut starts). So a cluster is kept whole whenever it fits in a message
-(E7), wherever the cut falls in it: ``"x" * 1800 + "e" + "\u0301" * 200`` is cut before the
-``e``, not 128 code points back from the limit. Only a single cluster longer than the whole
-window (zalgo text stacks thousands of combining marks on one letter) has no boundary in it;
-then the cut is made at the index itself. The message limit wins over cluster integrity: no cut
-would mean no message at all.
+Unicode data: general categories come from `unicodedata` (Unicode 14 on Python 3.11, newer on
+later Pythons). What it does not provide is tabulated here from the Unicode 14 UCD (Prepend,
+Other_Grapheme_Extend, the SpacingMark exceptions, Extended_Pictographic), and the GB9c classes
+from Indic_Conjunct_Break (Unicode 15.1/16: Devanagari, Bengali, Gujarati, Oriya, Telugu,
+Malayalam), whose Extend is taken as Unicode 16 defines it: every Extend character and ZWJ,
+except ZWNJ and the linkers.
 
-Cost (E10): a step back costs O(1) (`is_boundary`'s look-backs are bounded; regional indicators
-alternate, so at most two candidates in a run count it), and the steps a cut takes are at most
-the length of the message it ends plus that of the cluster it stepped over, which the next
-message starts with: every code point is stepped over a bounded number of times, however the
-clusters fall.
-
-Unicode data
-------------
-General categories come from `unicodedata` (Unicode 14 on Python 3.11, newer on later Pythons).
-What it does not provide is tabulated here from the Unicode 14 UCD: Prepend,
-Other_Grapheme_Extend, the SpacingMark exceptions and Extended_Pictographic; the GB9c classes
-(Indic_Conjunct_Break, Unicode 15.1/16: Devanagari, Bengali, Gujarati, Oriya, Telugu, Malayalam)
-likewise. Indic_Conjunct_Break=Extend is taken as Unicode 16 defines it: every Extend character
-and ZWJ, except ZWNJ and the linkers.
-
-Surrogates
-----------
-A Python `str` can hold surrogate code points; Discord's JSON cannot carry them as such. A
-high surrogate followed by a low one is a pair, which JSON (and so Discord) reads as the one
-astral character it encodes; a surrogate outside a pair has no meaning and no UTF-8 form.
-Rules: `is_boundary` never cuts between the two halves of a pair (each half is otherwise a
-control: a cluster of its own; the clusters the encoded characters would form are not
-analysed), and `sendable` is what the machine applies to every text it sends (and the embeds
-to every text they show): a pair becomes the character it encodes, a lone surrogate U+FFFD.
-So what the result reports is what Discord shows (F2), and a message only gets shorter (E7).
-It costs one flag test for ASCII text and one C-level scan otherwise.
+It never looks further back than its bounds, never analyses the clusters that the characters a
+surrogate pair encodes would form, and never decides a message's length: the splitter does.
 """
 
 from __future__ import annotations
@@ -442,10 +408,10 @@ def is_boundary(text: str, index: int, anchor: int | None = None) -> bool:
     """Whether ``text`` may be cut before ``text[index]`` without splitting a grapheme cluster.
 
     True at both ends of the text and outside it (``index <= 0`` or ``index >= len(text)``).
-    Follows UAX #29 (GB3–GB13 with GB9c) within the bounds the module docstring gives; the work
+    Follows UAX #29 (GB3–GB13 with GB9c) within the bounds E7 states; the work
     per call does not depend on ``len(text)``. `anchor`, a position known to be a boundary at
     or before `index`, makes regional indicator pairing exact at a cost of ``index - anchor``.
-    Never between the two halves of a surrogate pair (see "Surrogates").
+    Never between the two halves of a surrogate pair (E7).
     """
     if index <= 0 or index >= len(text):
         return True  # GB1, GB2

@@ -1,8 +1,9 @@
 """Markdown as Discord renders it, as far as segmentation needs it (SPEC E3, E8).
 
-Code fences are lines that start (after indentation) with 3–16 backticks; the language is the
-first word after them. Discord has no `~~~` fences, so neither do we. Inline markers that a cut
-or a stop may leave open are closed by `closers`.
+Two questions, each answered from one line or one piece of text: is this line a code fence,
+with which language, and does it close an open one (`fence_of`, `language_of`,
+`closes_fence`; what a fence is, E3)? Which inline markers does a cut or a stop leave open
+(`closers`, E8)? It keeps no state and never changes the text it reads.
 """
 
 from __future__ import annotations

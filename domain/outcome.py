@@ -2,13 +2,14 @@
 pending, and which embed follows the text (SPEC B8, B13, C2–C7, F3, F4, G).
 
 Every way a stream can end is one function here, returning the `Ending` the reducer
-(`cordstream.domain.machine`) waits on while the outbox drains. Pure; embeds are composed in
-the stream's locale with its secrets removed, or not at all when user errors are suppressed
-(G7).
+(`cordstream.domain.machine`) waits on while the outbox drains. The idea: an ending is decided
+once, as data, and carried out later; nothing here waits for the drain or sends anything.
+Embeds are composed in the stream's locale with its secrets removed, or not at all when user
+errors are suppressed (G7).
 
 `stop_context` is the context of the stop that decided the outcome: kept when the channel is
 lost during its flush (the quiet F4 ending keeps it), None for a follow-up and for the stream's
-own internal stops (chosen where the SPEC is silent).
+own internal stops.
 """
 
 from __future__ import annotations
@@ -213,7 +214,7 @@ def result(
 
 def accumulated_text(messages: tuple[str, ...]) -> str:
     """F2: what a user copies from the channel: the accepted messages joined by "\\n" (a plain
-    concatenation, as in the reference, would glue one message's last line to the next's first)."""
+    concatenation would glue one message's last line to the next's first)."""
     return "\n".join(messages)
 
 

@@ -1,69 +1,26 @@
 """Secret redaction for everything an embed shows (SPEC G4).
 
-Provider error messages and exception texts sometimes echo the request: a URL with `?key=`
-or with a password in it, an `Authorization` header, the API key itself, the address of a
-self-hosted model. They end up in a public channel, so before anything is shown:
+Provider error messages and exception texts sometimes echo the request: a URL with `?key=` or
+a password in it, an `Authorization` header, the API key itself, the address of a self-hosted
+model. An embed goes to a public channel, so `redact` replaces each such thing with `REDACTED`
+before anything is shown, in three passes: the exact values the shell knows (`Secrets`, data:
+the core never looks a secret up itself), credential shapes, and private hosts. Which values,
+shapes and hosts, and what is left alone, is G4's list. The name in front of a value, a URL's
+scheme and user, an `Authorization` scheme and the quotes around a value stay, so the message
+still reads.
 
-1. **By value.** The secrets the shell knows exactly (the bot's own Discord token, the
-   provider client's API key, the values the bot registered) are replaced wherever they
-   appear, as `Secrets` (data: the core never looks a secret up itself).
-2. **By shape.** Anything that looks like a credential is replaced:
-   - prefixed keys and tokens: OpenAI/Anthropic/OpenRouter `sk-…`, Google `AIza…` and
-     `ya29.…` (OAuth) and `1//0…` (refresh), xAI `xai-…`, Groq `gsk_…`, Hugging Face `hf_…`,
-     GitHub `ghp_`/`gho_`/`ghu_`/`ghs_`/`ghr_…` and `github_pat_…`, GitLab `glpat-…` (and
-     its sibling prefixes), npm `npm_…`, Slack `xox?-…`/`xapp-…`, Stripe `sk_live_`/
-     `rk_live_`/`sk_test_`/`rk_test_`/`whsec_…`, AWS access key ids (`AKIA…`, `ASIA…`, …);
-   - JWTs (`eyJ….….…`) and Discord bot tokens (three dot-separated base64url parts);
-   - an AWS secret access key: exactly 40 base64 characters, mixing upper case, lower case
-     and digits, standing alone;
-   - PEM private key blocks (`-----BEGIN … PRIVATE KEY-----` … `-----END …-----`, or to
-     where the text stops being key material when the end is missing);
-   - the password of a URL (`https://user:PASSWORD@host`);
-   - `Bearer …`, `Basic …` (when it looks like base64), and every `Authorization` value
-     (`Basic`, `Bot`, `token`, … schemes kept, the credential replaced);
-   - named values in headers, JSON, Python reprs and query strings: `api_key`, `api-key`
-     (Azure), `x-api-key`, `secret`, `client_secret`, `*_token`, `token`, `password`,
-     `passwd`, `pwd`, `passphrase`, `private_key`, `access_key`, `subscription-key`,
-     `cookie` followed by `:` or `=` (quoted or not); `key`, `sig`, `signature`,
-     `credential`, `session`/`sessionid` followed by `=` only (a query string);
-   - `Cookie:`/`Set-Cookie:` header lines (the whole value).
-3. **Private hosts.** Addresses and host names that reveal a private network are replaced:
-   IPv4 in 10/8, 172.16/12, 192.168/16, 127/8, 169.254/16, 100.64/10; IPv6 `::1`,
-   fc00::/7, fe80::/10 (bracketed or not, with a zone or not); names ending in `.internal`,
-   `.local`, `.localdomain`, `.lan`, `.corp`, `.intranet`, `.home.arpa`; and a single-label
-   host in a URL (`http://llm:8000`). Public hosts (`api.openai.com`, `8.8.8.8`) stay: they
-   tell the user which service failed.
+The idea that keeps it linear, whatever the input (a megabyte of near-matches included): every
+pattern is anchored by a look-behind at the start of a token (or by a literal prefix), and each
+of its parts is one character class that the next part's first character is outside of. So a
+match attempt reads its token once, the input is read a bounded number of times per pattern,
+and nothing backtracks (no nested or overlapping quantifiers). Values are replaced with
+`str.replace`, linear too.
 
-Everything is replaced with `REDACTED`; a name, a URL's scheme and user, an `Authorization`
-scheme and the quotes around a value stay, so the message still reads.
-
-Cost: every pattern is anchored by a look-behind at the start of a token (or a literal
-prefix), and each of its parts is one character class that the next part's first character
-is outside of, so a match attempt reads its token once and the input is read a bounded number
-of times per pattern: linear, whatever the input (no nested or overlapping quantifiers that
-backtrack). Values are replaced with `str.replace`, linear too.
-
-Idempotent: `redact(redact(t)) == redact(t)`. No pattern matches the marker as a secret
-part (the named values that would are replaced by the same marker); a registered value is
+Idempotent: `redact(redact(t)) == redact(t)`. No pattern matches the marker as a secret part
+(the named values that would are replaced by the same marker), and a registered value is
 trimmed so that no occurrence of it can overlap a marker (see `Secrets`).
 
-Rules chosen where the SPEC is silent:
-- A prefixed key must start after a non-alphanumeric character (or the start) and be long
-  enough to be a real key (`sk-` + 16, `AIza` + 30, `hf_`/`gsk_`/`xai-`… + 20), and a bearer
-  token at least 8 characters, so prose such as "task-runner", "sk-learn" or "the Bearer of
-  bad news" is left alone. Masked echoes (`sk-proj-****ab12`) are redacted too.
-- Names are matched case-insensitively, at the start of a word (`x-api-key`, `client_secret`
-  and `refresh_token` are found by their last part; `max_tokens` and `monkey=` are not).
-- A named value ends at white space, a quote, `&`, `#`, `,`, `;`, `<` or `>`; a quoted one at
-  its closing quote (so a quoted password with spaces goes whole). The whitespace between a
-  name and its `:` stays on one line.
-- UUIDs, hashes in hex, version numbers (`v1.2.3`, `3.11.7`), model names, file paths and
-  public URLs are left alone: they help the user and the bot's author. A four-part version
-  that is also a private address (`10.0.0.1`) is not.
-- Values are matched exactly (case-sensitive), also as they appear JSON-escaped and
-  percent-encoded. A value shorter than `MIN_SECRET_LENGTH` (8) characters after stripping
-  white space is ignored: replacing every "hello" in an error text would mangle it and
-  protect nothing.
+It never touches the model's answer, which is sent as written: only embeds are redacted.
 """
 
 from __future__ import annotations
@@ -75,7 +32,7 @@ from dataclasses import dataclass
 from typing import Final
 
 REDACTED: Final = "[redacted]"
-# A registered value shorter than this is not redacted by value (see the module docstring).
+# A registered value shorter than this is not redacted by value (G4).
 MIN_SECRET_LENGTH: Final = 8
 # At most this many distinct values are kept (each costs one pass over the text).
 MAX_SECRETS: Final = 256

@@ -60,7 +60,7 @@ class StreamResult:
     What reached the channel (F2, B9), for every status: `messages` is the contents Discord
     accepted, in order (`messages_sent` of them); `accumulated_text` is those contents joined
     by "\\n" — what a user copies from the channel, and what a bot stores as the assistant's
-    turn. (A plain concatenation, as in the reference, would glue the last line of one message
+    turn. (A plain concatenation would glue the last line of one message
     to the first line of the next.) The stream builds both; a hand-made result keeps the
     defaults it is given.
 

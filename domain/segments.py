@@ -1,77 +1,41 @@
 """Segmentation: when visible text leaves the buffer, and in what pieces (SPEC E1–E3, E6–E8, E10).
 
-Theory of operation
--------------------
-Visible text (think/details already removed by `cordstream.domain.capture`) arrives in
-arbitrary chunks. The text after the last complete line is the *tail*; it lives at the top of the
-machine's state because it is the only thing most chunks change (see `cordstream.domain.machine`). A
-newline is a boundary once a character follows it (E1), so every `feed` first cuts the tail into
-complete lines and routes each one:
+Visible text (think and details already removed by `cordstream.domain.capture`) arrives in
+arbitrary chunks, and leaves in pieces when a boundary of E1–E3 is reached. The idea: keep the
+text after the last complete line, the *tail*, apart from everything else, and route only
+complete lines. The tail lives at the top of the machine's state, since it is the only thing
+most chunks change; a newline is a boundary once a character follows it (E1), so `feed` first
+cuts the tail into complete lines, and each line goes to one place:
 
-- prose lines accumulate in `held`; the held text leaves as a segment as soon as it is
-  balanced (no open `"`, `“`, `(` or `[`, E2). Net counts are kept per line, so no line is
-  scanned twice;
-- a run of table rows (`|` first) is held whole until a non-row line arrives (E2);
-- a fenced code block (a line starting with three or more backticks) is held until its
-  closing fence, when it is one segment if it fits a message (E3); like a newline, the
-  closing fence is a boundary once a character follows it (see E6 below). A longer block
-  leaves line by line in pieces of at most `max_message_length`, each closed with the fence
-  and the next one reopened with the fence and language; a single line longer than a
-  message is cut at a grapheme boundary;
-- at degree 3, the tail is also cut at sentence ends (abbreviation- and decimal-aware; a `.`
-  at the very end waits for the next character). A tail that opens a code fence is not prose
-  and is never cut at a sentence end.
+- a prose line joins `held`, which leaves as a piece once it is balanced (E2); net counts are
+  kept per line, so no line is scanned twice;
+- a table row joins the run of rows held whole until a non-row line arrives (E2);
+- a code line joins the fenced block held until its closing fence, which is one piece if it
+  fits a message, else leaves line by line in fenced pieces (E3);
+- at degree 3 the tail is also cut at sentence ends (E1).
 
-Holding is bounded (E2): when the held text and the tail pass `overflow` characters (1000, or
-the message length if smaller) they are cut at the best boundary — newline, sentence end,
-whitespace, grapheme boundary — so a lone `:(` cannot stall the answer. A tail that opens a
-code fence (an opening fence line longer than `overflow`, still arriving) opens the block at
-that point, as the complete line would, and is cut as code: every piece is wrapped in the
-fence (E3), so the result does not depend on how the line was chunked. (Decided on what has
-arrived: a backtick later on that line, which would make the whole line prose, comes too late
-to change it; the messages still have balanced fences.)
+Holding is bounded: held text past `overflow` is cut at the best boundary (`_best_cut`, E2).
 
-Every cut counts regional indicators from where the piece being cut starts (a known boundary,
-`graphemes.cut_before`'s `anchor`), so a run of flags at any offset is cut between flags (E7).
+Every finished piece leaves through `emit`, whatever made it (a line, a sentence, an overflow
+cut, code), and so passes the two stages that keep punctuation from standing alone (E6): the
+*lookahead*, where a finished piece waits for the first character after it so that a following
+line of punctuation can join it (`_steal` makes room when both do not fit), and the *glue*,
+where punctuation with no piece before it waits to start the next piece (`_attach`; a code
+block takes it as its `lead`). `flush` (E8) empties all of it: tail, held text, an open fence,
+lookahead and glue (`end_glue`).
 
-A finished piece waits (the *lookahead*) for the first character after it; if the next line
-starts with punctuation it waits for that line: a line made only of punctuation (`...`, `:)`,
-`!`) is joined to it rather than sent alone (E6), whatever the chunking. When both do not fit
-a message and the piece is prose, the end of the piece (as little as makes them fit, cut at
-the best boundary) moves over to the punctuation instead (`_steal`). A line that ends a table
-is routed only after the table has become such a finished piece, exactly like a line after
-prose or a code block.
-
-Punctuation with no piece before it to join (the answer starts with it, or the piece before
-it could not take it, or was a split code piece that must end with its fence) becomes the
-*glue*: it waits, with the whitespace after it, and starts the next finished piece (`emit`,
-`_attach`): the first piece of a code block takes it as its `lead`, before the opening fence.
-At the end of the text (`flush`, E8) glue still waiting joins the last piece of the flush
-(`end_glue`) or, with none that can take it, goes as it is: nothing disappears, and the
-outbox still packs it with a piece queued before it (`outbox.take`). Glue is capped at half
-a message, so whatever it starts keeps room (E7); a longer run of punctuation is a piece like
-any other. Every finished piece leaves through `emit`, so this holds for every path: lines,
-sentences (degree 3), overflow cuts and code.
-
-Nothing is dropped, whitespace included (E6: the text reaches Discord as the model wrote it).
 Pieces are contiguous slices of the visible text (prose, tables) or code blocks whose closing
-fence lost only its newline (restored when text follows, `_separator`). Blank lines wait with
-the piece before them, or on their own as the lookahead when there is none or it is full, so
-pieces that share a message show every blank line; a run of whitespace longer than a message
-is cut to that length, since the pieces around it cannot share a message anyway. Whitespace
-never becomes a message: the outbox trims each message's leading and trailing whitespace (as
-Discord does) and skips one that is only whitespace. One-character lines are pieces like any
-other.
+fence lost only its newline (restored by `_separator` when text follows), so nothing is
+dropped, whitespace included; trimming it is the outbox's job (`outbox.take`, E6). Every cut
+counts regional indicators from where its piece starts (`graphemes.cut_before`'s `anchor`, E7).
 
-`flush` (E8) empties everything: the tail and held text, an open fence (closed), and closes
-open inline markers (`**`, `*`, `~~`, `` ` ``, `(`, `"`) on the last prose piece when that makes
-it render as intended. A last line that is an opening fence line is one, newline or not: with
-nothing after it, it is markup alone and is not sent (E3).
-
-Cost (E10): each character is looked at a constant number of times — the tail is searched for
+Cost (E10): each character is looked at a constant number of times. The tail is searched for
 newlines only in new text, held prose keeps running counts, cuts walk with an index instead of
-re-slicing the remainder. Degree 3 re-counts the unfinished sentence once per sentence-end
+re-slicing the remainder; degree 3 re-counts the unfinished sentence once per sentence-end
 candidate, bounded by `overflow`.
+
+It never packs pieces into messages, never counts messages and never decides when anything is
+sent: the outbox and the delivery policy do.
 """
 
 from __future__ import annotations
@@ -479,7 +443,7 @@ class _Work:
     def emit(self, piece: Piece) -> None:
         """Every finished piece leaves through here (E6): a punctuation-only piece that gets
         here found no piece before it to join, so it becomes the *glue* and starts the next
-        piece instead, with the whitespace that follows it; see the module docstring."""
+        piece instead, with the whitespace that follows it (E6)."""
         glue = self.glue
         cap = self.seg.max_len // 2
         if glue is None:

@@ -1,30 +1,17 @@
 """Token usage: one normalized shape for every provider's usage report (SPEC D1–D3).
 
-`normalize_usage` reads the shapes of D1 from mappings (parsed JSON) and attribute objects
-(SDK models, `SimpleNamespace`) alike, also nested under `usage`. Per side the first alias
-holding a valid count wins (D2). It is called on every chunk, so `None` and scalars return at
-once, and it never raises: a usage report is advisory, a broken one must not end a stream.
+`normalize_usage` turns whatever a provider reports (a mapping of parsed JSON, an SDK model, a
+`SimpleNamespace`, nested under `usage` or not) into a `TokenUsage`, or None; which fields it
+reads and which counts it trusts is D1–D2. `sum_turn_usage` adds the segments of one tool-loop
+turn, and `estimate_tokens` stands in when no segment reported any (D3).
 
-Within one stream the latest valid report wins (providers send running totals; summing them
-double-counts). Across the segments of one tool-loop turn, `sum_turn_usage` adds them up (D3).
+The idea: a usage report is advisory. It is read on every chunk, so None and scalars return at
+once; and every read of it, down to `isinstance` and each count's own comparisons, runs
+inside a guard, so a broken report is no usage rather than a broken stream. Each alias is
+judged on its own, so one bad field costs only that field.
 
-Rules chosen where the SPEC is silent:
-- Anthropic's `cache_read_input_tokens` / `cache_creation_input_tokens` (or camelCase) are
-  billed input that Anthropic's `input_tokens` leaves out, so valid ones are added to the input
-  side. They are not added when the input came from `prompt_tokens`/`promptTokens`/
-  `promptTokenCount`: those totals already include cached tokens (LiteLLM reports both).
-- Gemini's Python SDK spells its fields in snake_case (`prompt_token_count`,
-  `candidates_token_count`, `thoughts_token_count`) and nests them under `usage_metadata`
-  (`usageMetadata` in its JSON); both spellings and containers are accepted like `usage`.
-- A count above 2**53 - 1 (the largest integer a JSON producer in JavaScript reports exactly)
-  is corrupt and invalid, like a negative one. This also keeps every sum within 64 bits.
-- Nesting is followed at most `_MAX_DEPTH` levels, so a cyclic `usage` chain ends.
-- Never raises, whatever `raw` is: even `isinstance(raw, ...)` runs inside the guard, since an
-  object whose `__getattribute__` or `__class__` raises makes `isinstance` raise too.
-- A count is judged on its own (D2, per side): one whose conversion, comparison or
-  `is_integer` raises (an int subclass with a broken `__ge__`, say) is invalid, and only its
-  alias is skipped; the other side and the other aliases are still read. A valid count is
-  returned as a plain `int`, compared as one (the subclass's own comparisons are not used).
+It never raises, whatever `raw` is, never adds up the reports of one stream (the latest wins,
+D3), and never returns a count of a type other than a plain `int`.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ Pressing it (discord.py calls `StopButton.callback` for the click's INTERACTION_
   not changed by the click itself; the stream's final edit removes the button).
 - refused: an ephemeral reply to the clicker (`STOP_REFUSED`), and the stream goes on.
 
-Rules chosen where the SPEC is silent:
+Where K2 leaves a choice open, this module decides:
 - A button on an answer that names nobody (`answering=None`) makes a channel-wide stop (C9),
   as a `/stop` without a target does; only members who may manage messages may press it (C10).
 - A click that arrives once the stream has its result stops nothing (a stop registered then

@@ -1,19 +1,16 @@
 """The secrets a stream knows exactly, gathered for the core's embeds (SPEC G4).
 
 The core redacts credential shapes on its own; the values it cannot guess are handed to it as
-data (`cordstream.domain.redact.Secrets`, in `initial_state`). For each stream they are:
+data (`cordstream.domain.redact.Secrets`, in `initial_state`). This module gathers them once
+per stream, where G4 says they come from: the values the bot registered, the bot's own Discord
+token (read from discord.py's client behind the channel, `channel._state.http.token`) and the
+provider's own (`provider_secrets`; the bundled adapters' `secrets()` hook uses
+`client_secrets`, an SDK client's API key and credential headers).
 
-- the values the bot registered: `StreamOrchestrator(secrets=[...])` and
-  `StreamOrchestrator.register_secret(value)`;
-- the bot's own Discord token, read from discord.py's client behind the channel
-  (`channel._state.http.token`);
-- the provider's own: its `secrets()` method when it has one (the adapters of
-  `cordstream.shell.providers` return their SDK client's API key and auth headers), else its
-  `client.api_key` when that is a string (a provider wrapping an OpenAI-style SDK client).
-
-Gathering never raises and never waits: anything unreadable is skipped, and at most
-`MAX_PROVIDER_SECRETS` values are taken from a provider (its `secrets()` could be endless).
-Values shorter than `cordstream.domain.redact.MIN_SECRET_LENGTH` are ignored (see there).
+The idea: gathering reads provider and discord.py objects it does not trust, so every read is
+guarded and bounded. It never raises and never waits: anything unreadable is skipped, and a
+provider's `secrets()` is read only up to `MAX_PROVIDER_SECRETS` values. It never filters
+short values itself: `Secrets` ignores those (`MIN_SECRET_LENGTH`, G4).
 """
 
 from __future__ import annotations

@@ -3,36 +3,15 @@
 A turn is one or more *segments*, each one `stream_to_discord` call. When a segment ends in
 `function_call`, `run_turn` runs the caller's tools for every call of that segment, hands the
 results to the provider (`ToolProvider.after_tools`, in the provider's own message format) and
-streams the next segment. It stops at the first segment that ends any other way.
+streams the next segment. It stops at the first segment that ends any other way. What it
+promises (how tools are run and their results sent, tool errors and limits, empty answers,
+replies, usage, text, interactions) is stated in §A, "The reference tool loop".
 
-Rules (the seed's tool loop, with the choices made where the issue was silent):
-
-- **Tools** are async callables taking the call's arguments (a mapping) and returning anything:
-  a `str` goes to the model as is, anything else as JSON (`default=str`). The calls of one
-  segment run concurrently (models emit parallel calls only when they are independent) and
-  their results go back in the order of the calls.
-- **A tool error** (the tool raised, timed out after `tool_timeout` seconds, or no tool has
-  that name) is reported to the model as `error: <message>` with `is_error=True`, so the model
-  can recover. `max_tool_errors` (5) failed calls in a row end the turn with status
-  `tool_error_limit`; a call that succeeds resets the count. The tool's exception itself is in
-  `TurnResult.tool_runs`.
-- **`max_tool_rounds`** (100): at most that many rounds of tools run; a segment asking for
-  one more ends the turn with status `tool_round_limit`, its calls not run.
-- **`empty_response`** is retried up to `empty_retries` (2) times with the same request; the
-  retries' empty segments stay in `segments` (they were billed).
-- **Only the turn's first message replies** to the user's message: once a segment has sent a
-  message, later segments post without a reply reference, as one answer.
-- **A stop or follow-up** registered while tools run ends the turn at the next segment: the
-  orchestrator resolves it before the provider is asked (B4), so no request is sent.
-- **Usage**: `sum_turn_usage` over every segment. When no segment reported usage, the
-  estimate `estimate_tokens` of the prompt text the caller passes (`prompt_text`) and of
-  the text delivered (`TurnResult.text`), with `usage_estimated=True`.
-- **Text** (F2): `TurnResult.text` joins the segments' `accumulated_text` by "\\n", skipping
-  empty ones (a tool round that said nothing adds no blank line).
-- **An interaction** (K1) stays "thinking" while tools run when the segment before them showed
-  nothing (a stream that ends on a function call leaves it so: the answer is not over). When
-  the turn ends, however it ends (a tool limit, a broken adapter, the caller's cancellation
-  included), `finish_interaction` settles it: nothing is left "thinking".
+The idea: the loop keeps nothing of a stream. Each segment is a whole `stream_to_discord`
+call with its own `StreamResult`, and the turn is what those results add up to (`TurnResult`:
+the segments, the tool runs, the summed usage, the joined text). So every rule of B to L holds
+per segment as it does for a single stream, and a stop or follow-up registered while tools run
+ends the turn through B4, with no check of its own.
 
 `run_turn` never raises for what the provider, Discord or a tool does; only the caller's own
 cancellation propagates (a cancelled turn cancels the tools it is running).

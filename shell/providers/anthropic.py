@@ -1,85 +1,30 @@
 """`AnthropicProvider`: Claude's streaming Messages API as a `StreamProvider` (SPEC §A).
 
-It calls `client.messages.create(..., stream=True)` and reads the SDK's raw server-sent events
-(`message_start`, `content_block_start`/`_delta`/`_stop`, `message_delta`, `message_stop`).
-The raw events are used rather than `client.messages.stream()`: that helper accumulates a
-snapshot per event and adds event kinds of its own, none of which the adapter needs, and the
-raw events are the API's documented wire contract. The request carries `model`, `messages`,
-`max_tokens` and `stream: true`; `system` and `tools` only when given (None, `""` and an empty
-list are "not given"); anything else (`thinking`, `metadata`, `stop_sequences`,
-`extra_headers`, `extra_body` …) goes to `messages.create` unchanged. (The installed SDK's
-`create` has no `temperature`/`top_p` keywords: send them in `extra_body`.)
+It sends one `client.messages.create(..., stream=True)` request on the caller's
+`anthropic.AsyncAnthropic` and reads the SDK's raw server-sent events (`message_start`,
+`content_block_start`/`_delta`/`_stop`, `message_delta`, `message_stop`), the API's documented
+wire contract, rather than the `client.messages.stream()` helper. Which fields it reads, how it
+merges usage and how each way of ending becomes the terminal chunk is stated in the contract's
+"Provider adapters" section (Anthropic Messages); what every adapter shares is
+`cordstream.shell.providers.base`.
 
-`start_stream` (the skeleton of `cordstream.shell.providers.base.Adapter`) keeps the
-per-stream state (usage, content blocks, stop reason) and yields one chunk per SDK event up to
-`message_stop`: an empty `TextChunk` when it shows nothing, so a long tool input or thinking
-signature re-arms the inactivity deadline (B2); an SDK or HTTP failure ends the stream with an
-`ErrorChunk`. `ping` events cannot: the SDK drops them before the adapter
-sees them. Events are told apart by their wire `type`, not their class: the SDK builds an
-event, block or delta of a type it does not know as the *first* class of its union with every
-field None, so matching on classes would read a future event as a `message_start`. Unknown
-events, blocks and deltas are keep-alives.
+The idea: the answer is a list of content blocks, and the per-stream state (`_Answer`, driven
+by the skeleton of `base.Adapter`) rebuilds them as they stream, in order: text, thinking with
+its signature, redacted thinking, tool calls with their input. The blocks give the chunks as
+they come (text, thoughts, an empty `TextChunk` for the rest), the tool calls at
+`message_stop`, and, kept whole, the assistant message `after_tools` hands back. Events are
+told apart by their wire `type`, never their class, since the SDK builds an event of a type it
+does not know as the first class of its union.
 
-Rules (where the shared contract in `cordstream.shell.providers.base` left a choice):
+Closing (B10, B11): the terminal chunk waits for the end of the body. The API closes the
+stream right after `message_stop`, and the adapter reads it out before yielding the terminal
+chunk, so the SDK's nested event generators finish on their own instead of being left to the
+garbage collector (which would close each in a task of its own, after the stream), and the
+connection goes back to the pool: this SDK's generators need no closing by the adapter. The
+SDK stream's HTTP response is still closed in `finally` on every exit path, the shell's
+`aclose()` between two chunks included.
 
-- **Text** (`text_delta`) is passed through as-is. Several text blocks (text, tool call, text;
-  or a block per citation) follow each other with no separator added: the model writes its
-  own whitespace, and a separator would split a sentence that a citation cut in two.
-- **Thinking** (`thinking_delta`) becomes `Thought("raw", delta)` on an empty `TextChunk`;
-  `redacted_thinking` shows nothing. Both, and every `signature_delta`, are kept for
-  `after_tools`.
-- **Usage.** `message_start` carries the input side (`input_tokens`, the cache counts) and a
-  first output count; `message_delta` carries the running output total and may repeat input
-  fields. The adapter keeps `message_start`'s usage, overlays every field each `message_delta`
-  reports (never adds), and puts the merged mapping on the `message_start` chunk, on every
-  `message_delta` chunk and on the terminal chunk: a stream that fails after `message_start`
-  still bills its input, and the latest report is always complete.
-- **Tool calls.** A `tool_use` block's id and name come from `content_block_start`; its input
-  is the concatenated `input_json_delta.partial_json`, parsed at `content_block_stop` (empty →
-  the start block's own `input`, normally `{}`). At `message_stop` with stop reason `tool_use`,
-  every call of the answer goes out in one `FunctionCallChunk`, in order, with the merged
-  usage. Input that is not a JSON object is an error, not a call with made-up arguments: the
-  stream ends with `ProviderError("api_error", code="invalid_tool_arguments", retryable=True)`
-  (a new request usually gets valid input), as from every adapter; so does a call without a
-  name (`code="invalid_tool_call"`). Tool blocks of an answer that stopped for another
-  reason (`max_tokens` cut the input short) are not calls: the answer ends with a `DoneChunk`.
-- **Finish.** `message_stop` makes the terminal chunk: `DoneChunk(finish_metadata(stop_reason,
-  model=message.model, response_id=message.id), usage=merged)`, plus `stop_sequence` in the
-  metadata when one matched. `refusal` with no visible text and no tool call is
-  `ErrorChunk(content_blocked_error("refusal"))` (its original is the API's `stop_details`);
-  with text it is a `DoneChunk` with `finish_reason` `content_filter`. `pause_turn` is
-  `other`. A stream that ends without `message_stop` is `ErrorChunk(truncated_error())`.
-- **The terminal chunk waits for the end of the body**, as in every adapter. The API closes
-  the stream right after `message_stop`; the adapter reads it out before yielding the terminal
-  chunk, so the SDK's nested event generators finish on their own instead of being left to
-  the garbage collector, which would close each in a task of its own after the stream (B11),
-  and the connection goes back to the pool: this SDK's generators need no closing by the
-  adapter. Events after `message_stop` are ignored, and so is a failure there (the answer was
-  whole).
-- **Errors.** `APIStatusError`: type and message come from the body
-  `{"type": "error", "error": {"type", "message"}}` and go to `base.error_from_status` with the
-  HTTP status. A mid-stream `event: error` reaches the adapter as an `APIStatusError` whose
-  status is the stream's own 200; it is mapped with status `None` (the error type decides:
-  `overloaded_error` → `provider_overloaded`; an unclassified one is retryable) and its `code`
-  is the error type. `APITimeoutError` and httpx2 timeouts → `timeout_error`;
-  `APIConnectionError` and httpx2 transport errors → `connection_error` (the SDK does not wrap
-  a connection cut mid-stream: it raises `httpx2.RemoteProtocolError`); an event whose data is
-  not JSON → `malformed_event_error` (`api_error`, retryable). Anything else is a bug and
-  propagates (B13).
-- **Closing.** The SDK stream's HTTP response is closed in `finally` on every exit path (B10),
-  including the shell's `aclose()` between two chunks. The client is the caller's: its retries
-  and timeouts are untouched and it is never closed.
-
-`after_tools(outcomes)` returns a new provider whose messages are this request's, then the
-answer as an assistant message (its content blocks as received and in order: thinking with
-its signature, redacted thinking with its data, text with its citations, tool calls with id,
-name and parsed input), then a user message of `tool_result` blocks in `outcomes` order
-(`is_error: true` only for a failed tool). It raises `ValueError` unless the last stream ended
-in tool calls, or when the outcomes do not answer exactly that answer's calls (the API rejects
-a tool call without its result).
-
-The provider's `client`, `model`, `messages`, `max_tokens`, `system`, `tools` and `params` are
-read-only.
+It never sets the client's retries or timeouts and never closes the client.
 """
 
 from __future__ import annotations
@@ -290,7 +235,7 @@ class _Answer:
 class AnthropicProvider(
     base.Adapter[anthropic.AsyncAnthropic, anthropic.AsyncStream[RawMessageStreamEvent], _ToolTurn]
 ):
-    """A stream of Claude's Messages API; see the module docstring for the rules."""
+    """A stream of Claude's Messages API; its rules: the contract's "Provider adapters" section."""
 
     name = "anthropic"
     _label = "Anthropic"

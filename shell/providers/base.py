@@ -1,35 +1,18 @@
 """What every provider adapter shares: the streaming skeleton, finish reasons, error mapping,
 headlines, tool results.
 
-An adapter is a `StreamProvider` (SPEC §A) over one official SDK, built on `Adapter`, which
-runs the one skeleton all of them follow; a subclass supplies only what its wire format
-decides: how to open the SDK's stream (`_open`), the per-stream state that reads its events
-(`_answer`, a `StreamAnswer`), which SDK exceptions are provider failures (`_failure`), how
-the conversation continues after a tool round (`_continued`), and how its stream is closed.
-The rules every adapter follows:
-
-- **Nothing raises out of `start_stream` for an SDK or HTTP failure.** The generator catches
-  the SDK's exceptions (HTTP status, connection, timeout, a mid-stream error event, an event
-  that is not JSON) and yields an `ErrorChunk(ProviderError)` with the kind from
-  `error_from_status`/`connection_error`/`timeout_error`/`malformed_event_error`, the same
-  code for the same failure whatever the SDK. So the embed says "Rate Limited", not
-  "Something went wrong", and the tool loop can read `retryable`. Any other exception is a
-  bug and propagates (B13).
-- **A stream that ends without a finish signal is an error**, `truncated_error()`, never a
-  `completed` answer: the HTTP stream was cut (or a proxy dropped it) and the answer is partial.
-  A failure that comes after the finish signal is ignored: the answer is whole.
-- **The terminal chunk comes last, after the usage**, once the SDK's stream is over and
-  closed. A text answer ends with `DoneChunk(metadata, usage=...)` (`text_end`); a tool-call
-  answer ends with one `FunctionCallChunk` holding every call of the response (parallel calls
-  too) and the usage, so a function-call segment carries its bill (`calls_end`). A call
-  without a name, or whose arguments are not a JSON object, ends the answer with a retryable
-  `invalid_tool_call`/`invalid_tool_arguments` error instead: a new request usually gets it
-  right.
-- **`metadata`** of the terminal chunk: `finish_reason` (one of `FinishReason`), `raw_finish_reason`
-  (the provider's own value), and, when the provider said, `model` and `id`.
-- **The SDK client belongs to the caller.** The adapter never sets retries or timeouts on it
-  and never closes it; it closes each HTTP stream it opened, on every exit path (B10), and
-  the SDK's own generators under it, so none is left to the garbage collector (B11).
+An adapter is a `StreamProvider` (SPEC §A) over one official SDK, built on `Adapter`, whose
+`_read` is the one skeleton all of them follow: open the SDK's stream, hand each SDK event to
+the per-stream state and yield the chunk it makes of it, turn an SDK failure into an error,
+close everything, and only then yield the terminal chunk. A subclass supplies only what its
+wire format decides: how to open the SDK's stream (`_open`), the per-stream state that reads
+its events (`_answer`, a `StreamAnswer`), which SDK exceptions are provider failures
+(`_failure`), how the conversation continues after a tool round (`_continued`), and how its
+stream is closed (`_sdk_packages`, `_sdk_root`, `_close_stream`). What every adapter promises
+is stated in the contract's "Provider adapters" section; the helpers here (`error_from_status`,
+`timeout_error`, `connection_error`, `malformed_event_error`, `truncated_error`, `text_end`,
+`calls_end`, `finish_metadata`, `tool_arguments`) make each promise one piece of code, so the
+same failure gets the same kind and code whatever the SDK.
 
 **Why `process_chunk` is the identity.** Turning the SDK's events into chunks needs the
 whole stream: tool-call fragments are assembled across events, usage reports are merged, the
@@ -41,8 +24,10 @@ stream nor the SDK. So `start_stream` yields finished chunks, and `process_chunk
 on: it is there for the Protocol, and for a host's subclass that rewrites chunks.
 
 An adapter also implements `ToolProvider.after_tools`: the same request with the model's
-answer (as received: text, tool calls, thinking blocks and their signatures) and the tool
-results appended in the provider's own format. `cordstream.shell.run_turn` uses it between segments.
+answer and the tool results appended in the provider's own format. `cordstream.shell.run_turn`
+uses it between segments.
+
+Nothing here sets an SDK client's retries or timeouts or closes the client: it is the caller's.
 """
 
 from __future__ import annotations

@@ -1,92 +1,29 @@
 """`GeminiProvider`: Gemini's streaming generate-content API as a `StreamProvider` (SPEC §A).
 
-It calls `await client.aio.models.generate_content_stream(model=..., contents=...,
-config=...)` on the caller's `google.genai.Client`: `POST .../models/{model}:
-streamGenerateContent?alt=sse`, whose every `data:` line is one `GenerateContentResponse`
-(camelCase JSON, parsed by the SDK into snake_case models). `contents` and `config` go to the
-SDK as given (a `GenerateContentConfig`, its dict form, or None).
+It calls `await client.aio.models.generate_content_stream(model=..., contents=..., config=...)`
+on the caller's `google.genai.Client` (`POST .../models/{model}:streamGenerateContent?alt=sse`,
+whose every `data:` line is one `GenerateContentResponse`, parsed by the SDK into snake_case
+models). Which parts it reads, how it names function calls and how each way of ending becomes
+the terminal chunk is stated in the contract's "Provider adapters" section (Gemini
+generate-content); what every adapter shares is `cordstream.shell.providers.base`.
 
-`start_stream` (the skeleton of `cordstream.shell.providers.base.Adapter`) keeps the
-per-stream state (the model's parts, function calls, finish reason, usage) and yields one chunk
-per SDK response: an empty `TextChunk` when it shows nothing, so a long function call re-arms
-the inactivity deadline (B2). After the SDK's stream ends, one terminal chunk follows; an SDK
-or HTTP failure ends the stream with an `ErrorChunk`.
+The idea: every response is a whole set of parts of the first candidate, and the per-stream
+state (`_Answer`, driven by the skeleton of `base.Adapter`) keeps every part as received, in
+order: text and thought summaries give the chunks as they come (an empty `TextChunk` for the
+rest), function calls arrive whole and are sent in the terminal chunk once the stream is over
+and the finish reason known, and the kept parts, `thought_signature`s untouched, are the model
+turn `after_tools` hands back.
 
-Rules (where the shared contract in `cordstream.shell.providers.base` left a choice):
+Closing (B10, B11): the SDK reads the response through a chain of async generators, and its
+`HttpResponse` holds the innermost ones in a reference cycle (`segment_iterator`), so closing
+the SDK's outer generator leaves the HTTP response open until the next garbage collection. The
+adapter therefore notes the SDK's suspended generators below the stream (at the first response,
+and again before closing), then closes each of them, outer to inner (`base.Adapter._close`):
+the SDK's own `finally` releases the aiohttp response (or closes the httpx2 one) at once. A
+stream the SDK already ended (finished, failed, cancelled) needs none of this.
 
-- **Candidates.** Only the first candidate is read (the SDK's own stream helpers do the same);
-  ask for `candidate_count` 1.
-- **Text.** Text parts whose `thought` is not true are passed through as-is (inline `<think>`
-  included: the core captures it). Other part kinds (inline data, executable code …) show
-  nothing but are kept for `after_tools`.
-- **Thoughts.** Parts with `thought: true` are the thought *summaries* Gemini sends when
-  `thinking_config.include_thoughts` is set (the raw reasoning is never sent), so they become
-  `Thought("summary", text)`.
-- **Usage.** `usage_metadata` is a running total repeated on several responses; each chunk
-  carries its response's report as given (the SDK model; `normalize_usage` reads
-  `prompt_token_count` as input and `candidates_token_count + thoughts_token_count` as output),
-  and the terminal chunk carries the last report, so the latest wins and nothing is summed.
-- **Function calls** are whole in the part that brings them (`functionCall.args` is a JSON
-  object; none is `{}`). A call without an `id` (the Gemini API sends none for most models)
-  gets `call_<n>`, `n` counting the calls of the answer from 0; that id exists only on our
-  side: the function response goes back without one, as the API expects. Streamed arguments
-  (`streamFunctionCallArguments`, `partial_args`) are not assembled. Declare tools as
-  function declarations: Python callables in `config.tools` make the SDK run them itself
-  (automatic function calling) inside one stream, which this adapter does not support. A call
-  without a name ends the stream with `code="invalid_tool_call"`, as from every adapter.
-- **Finish.** The finish signal is a candidate's `finish_reason`. When the stream is over, in
-  this order: a prompt blocked by `prompt_feedback.block_reason` (nothing shown, no call) →
-  `ErrorChunk(content_blocked_error(<block reason>))`; no finish reason → `ErrorChunk(
-  truncated_error())`; a content-filter finish (`SAFETY`, `RECITATION`, `BLOCKLIST`,
-  `PROHIBITED_CONTENT`, `SPII`, `IMAGE_SAFETY`: whatever `unify_finish_reason` calls
-  `content_filter`) with no visible text → `ErrorChunk(content_blocked_error(<reason>))`, even
-  when function calls came before the filter (calls from a filtered answer are not run); with
-  text → `DoneChunk` whose `finish_reason` is `content_filter`; function calls → one
-  `FunctionCallChunk` with every call in order (Gemini finishes a function-call answer with
-  `STOP`); anything else → `DoneChunk(finish_metadata(reason, model=model_version,
-  response_id=response_id))` (`MAX_TOKENS` → `length`). Error chunks carry the last usage too.
-- **Errors.** `google.genai.errors.APIError` (`ClientError` 4xx, `ServerError` 5xx) →
-  `error_from_status(code, message, error_type=status)`, from the body `{"error": {"code",
-  "message", "status"}}`: `RESOURCE_EXHAUSTED` → `rate_limit`, `UNAVAILABLE` →
-  `provider_overloaded`, `DEADLINE_EXCEEDED`/504 → `timeout`, a 404 naming the model →
-  `model_error`, `INTERNAL` → retryable `api_error`, `INVALID_ARGUMENT`/`PERMISSION_DENIED` →
-  `api_error`. A rate limit that mentions a quota is not retryable by the shared rule, unless
-  the error's details hold a `google.rpc.RetryInfo` (the API's "retry in 33 s"): then it is. A
-  mid-stream `data: {"error": {...}}` line is raised by the SDK as the same `APIError`, with the
-  code from the body (the HTTP status was 200), and is mapped the same way. A `data:` line that
-  is not JSON → `malformed_event_error` (`api_error`, retryable). Transport failures depend on
-  the SDK's HTTP client: aiohttp (the default whenever it is installed, and this project depends
-  on it) raises `aiohttp.ClientError` (a cut mid-stream is `ClientPayloadError`) and
-  `TimeoutError`; an `httpx2` client (`HttpOptions.httpx_async_client`) raises
-  `httpx2.RequestError` / `httpx2.TimeoutException`. Timeouts → `timeout_error`, the rest and
-  any `OSError` → `connection_error`. A failure after the finish signal is ignored: the answer
-  is whole. (A caller-supplied plain `httpx` client's errors are not mapped: they end the stream
-  as an exception result, B13.)
-- **Closing** (B10). The SDK reads the response through a chain of async generators, and its
-  `HttpResponse` holds the innermost ones in a reference cycle (`segment_iterator`), so
-  closing the SDK's outer generator leaves the HTTP response open until the next garbage
-  collection. The adapter therefore notes the SDK's suspended generators below the stream
-  (at the first response, and again before closing), then closes each of them, outer to
-  inner (`base.Adapter._close`): the SDK's own `finally` releases the aiohttp response (or
-  closes the httpx2 one) at once. A stream the SDK already ended (finished, failed,
-  cancelled) needs none of this.
-- **The client is the caller's.** Its retries (`HttpOptions.retry_options`; none by default,
-  except the SDK's own single retry of an aiohttp connect error when no retry options are
-  set) and timeouts are left alone, and it is never closed. The SDK's automatic continuation
-  (`continuation_token` hops) is left as configured: its chunks are read like any others.
-
-`after_tools(outcomes)` returns a new provider whose `contents` are this request's (a plain
-string becomes one user `Content`), then the answer as received, `Content(role="model",
-parts=...)` with every part of every response in order — thought parts, text, function calls
-and their `thought_signature`s untouched — then one `Content(role="user", parts=[Part(
-function_response=FunctionResponse(name, response={"result": output}, id))...])`, in
-`outcomes` order; a failed tool (`is_error`) answers `{"error": output}`, and `id` is set only
-when the model's call had one. It raises `ValueError` unless the last stream ended in function
-calls, or when the outcomes do not answer exactly those calls (the API rejects a turn whose
-function responses do not match its calls). A provider object runs one stream at a time: the
-last answer is remembered per object, and a new `start_stream` forgets it.
-
-The provider's `client`, `model`, `contents` and `config` are read-only.
+It never sets the client's retries or timeouts and never closes the client. It does not
+support the SDK's automatic function calling (Python callables as tools, run inside the SDK).
 """
 
 from __future__ import annotations
@@ -217,7 +154,7 @@ class _Answer:
 class GeminiProvider(
     base.Adapter[genai.Client, AsyncIterator[types.GenerateContentResponse], _ToolTurn]
 ):
-    """A Gemini generate-content stream; see the module docstring for the rules."""
+    """A Gemini generate-content stream; its rules: the contract's "Provider adapters" section."""
 
     name: str = "gemini"
     _label = "Gemini"
@@ -289,7 +226,8 @@ def _as_list(contents: Contents) -> list[types.ContentUnionDict]:
 
 
 def _failure(error: Exception) -> domain.ProviderError:
-    """An SDK or transport exception as a `ProviderError` (see **Errors** above)."""
+    """An SDK or transport exception as a `ProviderError` (the contract's "Provider adapters",
+    Gemini, **Errors**)."""
     if isinstance(error, genai_errors.APIError):
         return _api_failure(error)
     if isinstance(error, genai_errors.UnknownApiResponseError):

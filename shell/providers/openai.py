@@ -1,95 +1,29 @@
 """`OpenAIChatProvider`: streaming chat completions as a `StreamProvider` (SPEC §A).
 
-It calls `client.chat.completions.create(model=..., messages=..., tools=... (only when given
-and not empty), stream=True, stream_options={"include_usage": True}, **params)` on the
-caller's `openai.AsyncOpenAI`, so it works against OpenAI and every OpenAI-compatible server
-(OpenRouter, Ollama, vLLM, LM Studio, llama.cpp, DeepSeek …). `stream_options` given in
-`params` is merged with `include_usage: true`; `stream_options=None` leaves it out of the
-request, for a server that rejects the field. `stream` is not accepted in `params`.
+It sends one `client.chat.completions.create(..., stream=True)` request, usage asked for, on
+the caller's `openai.AsyncOpenAI`, so it works against OpenAI and every OpenAI-compatible
+server (OpenRouter, Ollama, vLLM, LM Studio, llama.cpp, DeepSeek …), and reads the SDK's
+`ChatCompletionChunk`s. Which fields it reads, how it assembles tool calls and how each way of
+ending becomes the terminal chunk is stated in the contract's "Provider adapters" section
+(OpenAI chat completions); what every adapter shares is `cordstream.shell.providers.base`.
 
-`start_stream` (the skeleton of `cordstream.shell.providers.base.Adapter`) reads the SDK's
-`ChatCompletionChunk`s, keeps the per-stream state (text, reasoning, tool-call fragments,
-finish reason, usage) and yields one chunk per SDK chunk: an empty `TextChunk` when it shows
-nothing (a role-only delta, a tool-argument fragment, a usage-only chunk), so a long tool call
-re-arms the inactivity deadline (B2). After the SDK's stream ends, one terminal chunk follows;
-an SDK or HTTP failure ends the stream with an `ErrorChunk`.
+The idea: the per-stream state (`_Answer`, driven by the skeleton of `base.Adapter`) collects
+and decides nothing final until the SDK's stream is over. The text, the reasoning and the
+tool-call fragments arrive spread over many chunks, servers disagree on where usage comes
+(every chunk, the finish chunk, a trailing chunk without choices) and on how calls are
+numbered, and some send chunks after the finish reason. So each SDK chunk only yields what it
+shows (an empty `TextChunk` when nothing), and the tool calls, the usage and the finish are
+turned into one terminal chunk after the stream, when all of it is known. The SDK builds
+chunks without validation, so every field is read defensively.
 
-Rules (where the shared contract in `cordstream.shell.providers.base` left a choice):
+Closing (B10, B11): the SDK stream's HTTP response is closed in `finally` on every exit path,
+before the terminal chunk is yielded. The SDK's own generators are closed first: its chunk
+generator (the stream's private `_iterator`, read by `base.stream_iterator`), the event
+generator under it and httpx2's byte generator under that, which the SDK itself leaves
+unclosed when it reads `[DONE]` (they are noted at the first chunk, while suspended). Left to
+the garbage collector, each would be closed in a task of its own, after the call is over.
 
-- **Tolerance.** The SDK builds chunks without validation, so any field may be missing,
-  `None` or of the wrong type: every field is read defensively. `choices` may be empty (the
-  usage chunk, Azure's `prompt_filter_results` chunk); only the choice with `index` 0 (or the
-  first one) is read, since the adapter never asks for `n > 1`.
-- **Text.** `delta.content` is passed through as-is (inline `<think>` included: the core
-  captures it). `delta.refusal` (a structured-output refusal) is the model's answer to the
-  user and is shown as text too.
-- **Reasoning.** The non-standard delta fields `reasoning_content` (DeepSeek, vLLM) and
-  `reasoning` (OpenRouter, Ollama, newer vLLM) become `Thought("raw", delta)`. When a delta
-  carries both (vLLM sends the same text under both names), only `reasoning_content` is shown.
-- **serving_provider**: OpenRouter's chunk-level `provider` string, on every chunk that has
-  it and on the terminal chunk.
-- **Usage.** The latest usage object that normalizes to a real count wins (usage on every
-  chunk, vLLM's `continuous_usage_stats`; on the finish chunk, llama.cpp; on the trailing
-  `choices == []` chunk, OpenAI). It is carried only by the terminal chunk, which is yielded
-  after the SDK's stream is over, so it is the complete, final report. A server that never
-  sends usage gives a terminal chunk without usage.
-- **Tool calls** are assembled by `index`: id, type and name come with a call's first delta,
-  `arguments` in string fragments after it, and parallel calls may interleave. A delta
-  without an `index` continues the last call, or starts a new one when it brings an id not
-  seen yet; a delta whose id differs from the one already at its index starts a new call
-  (servers that number every call 0). A call without an id gets `call_<index>`, used in the
-  `FunctionCall`, the assistant message and the tool message alike. Arguments are parsed at
-  the end: an empty string is `{}`; text that is not a JSON object (cut by `length`, or plain
-  malformed) is an error, not a call with made-up arguments: the stream ends with
-  `ProviderError("api_error", code="invalid_tool_arguments", retryable=True)` naming the tool
-  and showing the text (a new request usually gets valid arguments). So is a call without a
-  name (`code="invalid_tool_call"`). The legacy `function_call` delta (the deprecated `functions`
-  parameter) is not read.
-- **Finish.** The finish signal is a non-empty `finish_reason` on a choice; chunks after it
-  still count (the usage chunk). When the stream is over, in this order: `finish_reason:
-  "error"` (OpenRouter), or a chunk carrying an `error` object that the SDK did not raise for
-  (see **Errors**), is an `ErrorChunk(error_from_status(None, message, error_type=...,
-  code=...))` from that object (code `"error"` without one), even after tool calls; if any
-  tool call was assembled, one `FunctionCallChunk(calls, usage=...)` with every call in index
-  order (whatever the finish reason: older Ollama says `stop`); a `content_filter` finish with
-  no visible text is `ErrorChunk(content_blocked_error("content_filter"))`; otherwise
-  `DoneChunk(finish_metadata(reason, model=..., response_id=...), usage=...)` with the last
-  non-empty `model` and `id` seen (with text, `content_filter` is such a `DoneChunk`). No
-  finish reason at all → `ErrorChunk(truncated_error())`: the SDK raises nothing when `[DONE]`
-  is missing.
-- **Errors.** `APITimeoutError` → `timeout_error`; `APIConnectionError` (including a
-  connection cut mid-stream, which the SDK wraps) → `connection_error`; `APIStatusError` →
-  `error_from_status(status, message, error_type=..., code=...)` with the message, type and
-  code from the body `{"error": {"message", "type", "code"}}` (the SDK hands the inner object
-  to the exception). A mid-stream `data: {"error": {...}}` event is raised by the SDK as a
-  plain `APIError` for any chunk whose `error` is truthy (OpenAI's server_error event, and
-  OpenRouter's error chunk that also carries `choices` and `finish_reason: "error"`: the
-  SDK's "legacy" stream mode, the one chat completions use), and is mapped with status
-  `None` and the object's message, type and code. An event whose data is not JSON →
-  `malformed_event_error` (`api_error`, retryable). A failure that comes after the finish
-  signal (the connection cut before the usage chunk or `[DONE]`) is ignored: the answer is
-  whole, only its usage is lost.
-- **Closing.** The SDK stream's HTTP response is closed in `finally` on every exit path
-  (B10), before the terminal chunk is yielded. The SDK's own generators are closed first: its
-  chunk generator (the stream's private `_iterator`, read by `base.stream_iterator`), the
-  event generator under it, and httpx2's byte generator under that, which the SDK itself
-  leaves unclosed when it reads `[DONE]` (found at the first chunk, while they are
-  suspended). Left to the garbage collector, each would be closed in a task of its own, at
-  some later moment, after the call is over (B11). The client is the caller's: its retries
-  and timeouts are left alone and it is never closed.
-
-`after_tools(outcomes)` returns a new provider whose messages are this request's, then the
-answer as received, `{"role": "assistant", "content": text or None, "tool_calls": [{"id",
-"type": "function", "function": {"name", "arguments": the raw arguments string ("{}" when
-the model sent none)}}]}` — plus `reasoning_content` and/or `reasoning` when the answer
-carried them (DeepSeek rejects a tool round whose reasoning is not handed back) — then one
-`{"role": "tool", "tool_call_id": id, "content": output}` per outcome, in `outcomes` order.
-Chat completions have no error flag for a tool result: a failed tool's `output` says so
-itself. It raises `ValueError` unless the last stream ended in tool calls, or when the
-outcomes do not answer exactly that answer's calls (the API rejects an unanswered call). A
-provider object runs one stream at a time: the last answer is remembered per object.
-
-The provider's `client`, `model`, `messages`, `tools` and `params` are read-only.
+It never sets the client's retries or timeouts and never closes the client.
 """
 
 from __future__ import annotations
@@ -348,7 +282,7 @@ class _ToolTurn:
 class OpenAIChatProvider(
     base.Adapter[openai.AsyncOpenAI, openai.AsyncStream[ChatCompletionChunk], _ToolTurn]
 ):
-    """A chat-completions stream; see the module docstring for the rules."""
+    """A chat-completions stream; its rules: the contract's "Provider adapters" section."""
 
     name: str = "openai"
     _label = "OpenAI"
@@ -424,8 +358,8 @@ class OpenAIChatProvider(
 
 
 def _failure(error: Exception) -> domain.ProviderError | None:
-    """An SDK exception as a `ProviderError` (see **Errors** in the module docstring); None for
-    anything else (a bug: it propagates)."""
+    """An SDK exception as a `ProviderError` (the contract's "Provider adapters", OpenAI,
+    **Errors**); None for anything else (a bug: it propagates)."""
     if isinstance(error, json.JSONDecodeError):
         return base.malformed_event_error(error)
     if not isinstance(error, openai.APIError):
