@@ -1,33 +1,13 @@
 """The Stop button (SPEC K2): a `discord.ui` button that rides on a live message while it streams.
 
-With `StreamContext(stop_button=True)` and live delivery, each message the stream creates while
-it will still edit it (`SendMessage(streaming=True)`) carries a `StopView`, one per message,
-and the message's final edit (`EditMessage(streaming=False)`) removes it (`view=None`); so does
-the shell's own final edit after the caller's cancellation (L4). A message sent finished (the
-whole answer at once, or messages delivery, whose messages are never edited) carries none.
-
-Pressing it (discord.py calls `StopButton.callback` for the click's INTERACTION_CREATE):
-
-- allowed (C10: the user the stream answers, `StreamContext.answering`, or a member whose
-  permissions in the channel include Manage Messages, `interaction_may_stop`): the stop is
-  registered first, synchronously, before any Discord request, as
-  `request_stop(channel_id, str(user.id), context=<the click>, answering=<the stream's
-  answering>)`, so it takes effect at once (B3), and `result.stop_context` is the click's
-  interaction (C7); then the click is acknowledged (a deferred update, type 6: the message is
-  not changed by the click itself; the stream's final edit removes the button).
-- refused: an ephemeral reply to the clicker (`STOP_REFUSED`), and the stream goes on.
-
-Where K2 leaves a choice open, this module decides:
-- A button on an answer that names nobody (`answering=None`) makes a channel-wide stop (C9),
-  as a `/stop` without a target does; only members who may manage messages may press it (C10).
-- A click that arrives once the stream has its result stops nothing (a stop registered then
-  would wait for, and end, the user's next answer, B4): it is only acknowledged.
-- The views do not outlive the stream (B11): each is stopped (discord.py forgets it) when its
-  message's final edit is accepted, and every one left when the stream's result exists. They
-  have no timeout, so they start no task of their own. A button whose final edit Discord
-  refused stays visible, dead: a click on it is not answered.
-- The label and the refusal are English (`STOP_LABEL`, `STOP_REFUSED`); the custom id is
-  `STOP_BUTTON_PREFIX` plus a random part, unique per message.
+Theory of operation: each message the stream creates while it will still edit it carries a
+`StopView` of its own (`StopControl.view`), and its final edit removes it; the courier
+(`cordstream.shell.courier`) holds the views as handles and stops them when the stream has its
+result. Pressing the button (discord.py calls `StopButton.callback` for the click) asks C10 of
+the clicker (`interaction_may_stop`): allowed, the stop is registered first, synchronously,
+before any Discord request, so it takes effect at once (B3), then the click is acknowledged;
+refused, the clicker gets an ephemeral reply and the stream goes on. A click after the result
+stops nothing. The rules in full are K2's, in `docs/contract.md`.
 """
 
 from __future__ import annotations
