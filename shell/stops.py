@@ -11,30 +11,11 @@ during an internal stop stays here for the bot to see) is the core's decision: s
 registry itself (C8).
 
 Per-answer requests (C9). Each running stream holds a `StopReader` for its channel, naming the
-user it answers (`StreamContext.answering`, or None). An entry is kept in a slot: the channel's
-(None) or one answered user's; at most one entry per slot, and `admit` says which entries a new
-one replaces (C2, C3 per answer):
-
-- `request_stop(channel, ..., answering=A)` goes to A's slot and reaches the stream answering A
-  alone (and a stream that names nobody: it is the channel's answer, every request reaches it).
-- `request_stop(channel, ...)` without `answering` is channel-wide: it reaches **every** stream
-  running in the channel, and each stops and consumes it; it is gone once all of them resolved
-  it (or ended), so it never leaks into a later stream. When no stream runs it waits for the
-  next stream, as in C1–C8 (B4).
-- `request_follow_up(channel, requester)` goes to the requester's slot while a stream
-  answering them runs in the channel, else to the channel's slot, as in C1–C8. Either way it
-  reaches only streams answering the requester (`requester == str(answering)`) and streams
-  that name nobody: a message from Carol never ends Alice's answer.
-
-Which streams an entry is for is fixed when it is registered: the streams then running in the
-channel that it reaches. Each of them is handed it (`StopReader.pending`) until it consumes it
-or ends; the entry is removed once one of them consumed it and none is still to resolve it.
-An entry that none of them consumed (none was running, or each ended first, or each left it:
-a stop during an internal stop, a follow-up while stopping) waits for the next stream it
-reaches, which takes it when it starts (B4) — one stream, the first to start. So a stop
-registered while no stream of Alice's runs (say, between two model requests of her tool
-loop) stops her next one; a channel-wide stop made while Bob's answer runs and Alice's tool
-loop is between two requests is Bob's alone.
+user it answers (`StreamContext.answering`, or None). An entry is kept in a slot (the
+channel's, or one answered user's) and is fixed, when registered, to the streams then running
+that it reaches; each of them is handed it until it consumes it or ends, and an entry none of
+them consumed waits for the next stream it reaches (B4). The rules in full are C9's, in
+`docs/contract.md`.
 
 The registry is in-memory and belongs to one event loop: call it from that loop's thread
 (a discord.py command handler is). `DEFAULT_STOPS` is shared by a `/stop` command and every
