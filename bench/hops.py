@@ -32,8 +32,8 @@ import openai
 from cordstream.shell import StreamConfig, StreamContext, StreamOrchestrator
 from cordstream.shell.providers import OpenAIChatProvider
 from cordstream.shell.testing import DiscordEmulator, discord_client
-from tests.openai_wire import answer
-from tests.sse import ModelServer
+from tests.support.openai_wire import answer
+from tests.support.sse import ModelServer
 
 _ROOT = Path(__file__).resolve().parent.parent
 _CODE = (_ROOT / "domain", _ROOT / "shell")

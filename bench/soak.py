@@ -254,7 +254,7 @@ from cordstream.shell.stops import StopRegistry
 from cordstream.shell.testing import GuildMember, InteractionRecord, emulator, local_bot
 from cordstream.shell.testing.script import Hang, Raw, ScriptProvider, ScriptStream, Sleep
 from cordstream.shell.testing.script import Step as ScriptStep
-from tests.oracle import (
+from tests.support.oracle import (
     ENDING_STATUSES,
     KNOWN_DEFECTS,
     PROSE_TRAPS,
