@@ -37,7 +37,7 @@ install-check: $(STAMP)
 
 # The property tests with 10x the examples (about 20 minutes on 2 cores).
 fuzz: $(STAMP)
-	CORDSTREAM_FUZZ_SCALE=$${CORDSTREAM_FUZZ_SCALE:-10} $(BIN)/pytest -q tests/test_machine_properties.py tests/test_segments_properties.py tests/test_totality.py
+	CORDSTREAM_FUZZ_SCALE=$${CORDSTREAM_FUZZ_SCALE:-10} $(BIN)/pytest -q tests/domain/test_machine_properties.py tests/domain/test_segments_properties.py tests/domain/test_totality.py
 
 # Mutation testing of domain/ (tests/mutation/run.py says how): mutmut on a seeded sample of
 # N mutants (default 60; SEED= draws another), with Hypothesis's example database off. Prints
