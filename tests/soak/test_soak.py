@@ -1,4 +1,4 @@
-"""The soak (`bench.soak`) in short, inside `make test`, and the honesty of its checker.
+"""The soak (`tests.soak`) in short, inside `make test`, and the honesty of its checker.
 
 - A short soak on looptime's virtual clock through the real shell, discord.py and the
   emulator, in its three phases: 300 streams under faults (8 channels at once), 60 under
@@ -30,7 +30,7 @@
   refused click obeyed or left unanswered, an accepted click ignored) are counted, and a
   consistent one is not.
 - Findings of the soak in other modules (both fixed), kept as regression tests; and its
-  findings whose fix is pending (`tests.oracle.KNOWN_DEFECTS`: an interaction left thinking
+  findings whose fix is pending (`tests.support.oracle.KNOWN_DEFECTS`: an interaction left thinking
   when its token expires before its first text), as strict xfail tests.
 """
 
@@ -48,44 +48,6 @@ import looptime
 import pytest
 from discord.ext import commands
 
-from bench.soak import (
-    AFTER_STOP_MARKER,
-    ANSWERED,
-    CLEANUPS,
-    COUNTED_AS,
-    FAULT_LABELS,
-    MODERATOR,
-    MUST_BE_ZERO,
-    OFFSET,
-    REACTIONS,
-    THIRD_USER,
-    Asking,
-    Cleanup,
-    Click,
-    Clicker,
-    Env,
-    Outcome,
-    Plan,
-    Reaction,
-    Report,
-    SoakProvider,
-    attribute,
-    check_answer,
-    check_stream,
-    distribute,
-    environment,
-    fire,
-    holders,
-    judge_answers,
-    judge_registry,
-    main,
-    make_plan,
-    outcome_of,
-    probe_client,
-    run_batch,
-    soak,
-    tally,
-)
 from cordstream.domain import StopRequest, StreamResult, TextChunk
 from cordstream.shell import (
     StreamConfig,
@@ -106,6 +68,41 @@ from cordstream.shell.testing.emulator import (
     SentMessage,
 )
 from cordstream.shell.testing.gateway import LOADING
+from tests.soak.__main__ import main
+from tests.soak.checks import check_answer, check_stream, holders
+from tests.soak.faults import (
+    AFTER_STOP_MARKER,
+    CLEANUPS,
+    FAULT_LABELS,
+    REACTIONS,
+    Cleanup,
+    Reaction,
+    SoakProvider,
+)
+from tests.soak.outcome import Click, Outcome, outcome_of
+from tests.soak.phases import soak
+from tests.soak.plans import (
+    ANSWERED,
+    MODERATOR,
+    OFFSET,
+    THIRD_USER,
+    Asking,
+    Clicker,
+    Plan,
+    make_plan,
+)
+from tests.soak.report import COUNTED_AS, MUST_BE_ZERO, Report, tally
+from tests.soak.run import (
+    Env,
+    attribute,
+    distribute,
+    environment,
+    fire,
+    judge_answers,
+    judge_registry,
+    probe_client,
+    run_batch,
+)
 from tests.support.answers import fences_balanced
 from tests.support.driver import Driver
 from tests.support.live_driver import LiveDriver, live
@@ -887,7 +884,7 @@ def test_E4_a_think_block_after_an_overflow_cut_through_inline_code_is_not_sent(
 
 # -- findings in live delivery (the soak and the shell machine), now regression tests -----------
 #
-# Each was a defect the soak or the shell's property tests found (`tests.oracle` named it in
+# Each was a defect the soak or the shell's property tests found (`tests.support.oracle` named it in
 # `KNOWN_DEFECTS` while its fix was pending); fixed in domain/live.py and shell/orchestrator.py.
 
 LIVE_CURSOR = " \u258c"
