@@ -11,5 +11,5 @@ def test_the_stop_button_figure_is_measured_from_real_clicks() -> None:
     figures = measure(clicks=5)
     assert set(figures) == {"button_stop_latency_ms_p50", "button_stop_latency_ms_p99"}
     assert 0 <= figures["button_stop_latency_ms_p50"] <= figures["button_stop_latency_ms_p99"]
-    # A sanity bound: tests/test_interactions.py pins K2's 50 ms on virtual time.
+    # A sanity bound: tests/shell/test_interactions.py pins K2's 50 ms on virtual time.
     assert figures["button_stop_latency_ms_p99"] < 1000

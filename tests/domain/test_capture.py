@@ -1,7 +1,7 @@
 """Example tests for think and details capture, one SPEC rule behaviour each (E2, E4, E5, E8).
 
 Scanner tests call `cordstream.domain.capture.feed` directly; stream tests play the shell with
-`tests.driver` and look at what reached the channel (`driver.messages`) and what the result
+`tests.support.driver` and look at what reached the channel (`driver.messages`) and what the result
 captured (`thought_log.raw`, `thought_log.summary`, `details_content`).
 """
 

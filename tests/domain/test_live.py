@@ -1,7 +1,7 @@
 """Live delivery in the pure core (SPEC L): the layout, the cadence, the endings.
 
-Every test drives `step` through `tests.live_driver.LiveDriver`, which plays the shell and the
-channel and checks F2 and L8 on every result. With `auto`, turns are granted and requests
+Every test drives `step` through `tests.support.live_driver.LiveDriver`, which plays the shell
+and the channel and checks F2 and L8 on every result. With `auto`, turns are granted and requests
 accepted at once; the cadence tests grant and deliver by hand.
 """
 

@@ -1,6 +1,6 @@
 """SPEC B, C4–C7, F and G as the pure machine decides them: one example per behaviour.
 
-Each test walks a scenario through `tests.driver.Driver` (which plays the shell: clock,
+Each test walks a scenario through `tests.support.driver.Driver` (which plays the shell: clock,
 timer, Discord) and checks the effects the machine asked for and the result it produced.
 """
 

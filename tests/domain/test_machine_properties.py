@@ -15,7 +15,7 @@ pauses, and Discord accepting or refusing each send. After every step it checks:
 - a follow-up never sends pending text.
 
 `test_E6_the_channel_shows_the_answer_as_written` compares what the user sees with the
-answer, whitespace included (`tests.answers.as_written`: only a whole message's leading and
+answer, whitespace included (`tests.support.answers.as_written`: only a whole message's leading and
 trailing whitespace may differ, as Discord trims it), at every degree, with Discord answering
 at once or staying busy while more text arrives (pieces ready together share a message).
 """
@@ -348,7 +348,7 @@ class StreamMachine(RuleBasedStateMachine):
     def the_channel_shows_the_text_as_written(self) -> None:
         """E6, E8, C6: at the end, whitespace included, the channel shows the visible text fed
         (all of it when nothing was discarded), but for the edges Discord trims and the fences
-        a split adds (`tests.answers.as_written`)."""
+        a split adds (`tests.support.answers.as_written`)."""
         if self.discarded:
             return
         texts = _visible_texts(self.answer, self.fed)

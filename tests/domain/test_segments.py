@@ -2,8 +2,8 @@
 
 Each test walks one scenario step by step: feed this, expect exactly these pieces or messages.
 Segmenter tests call `cordstream.domain.segments` directly (`Pieces` below keeps its state
-between feeds); stream tests play the shell with `tests.driver.Driver`. Think/details capture (E4,
-E5) is pinned in `tests/test_capture.py`.
+between feeds); stream tests play the shell with `tests.support.driver.Driver`. Think/details
+capture (E4, E5) is pinned in `tests/domain/test_capture.py`.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def started(**config: Any) -> Driver:
 
 
 def deliver(chunks: Iterable[str], config: StreamConfig) -> tuple[Driver, StreamResult]:
-    """Like `tests.driver.run`, but accepts sends in a loop rather than recursively.
+    """Like `tests.support.driver.run`, but accepts sends in a loop rather than recursively.
 
     The driver's `auto_deliver` answers a send from inside the step that made it, which
     recurses once per message; streams of thousands of messages need this loop instead.

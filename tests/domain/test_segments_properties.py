@@ -1,9 +1,9 @@
 """Properties of segmentation over generated answers cut at arbitrary points (E1–E3, E6–E8).
 
-Text is compared as the user sees it, whitespace included (`tests.answers.as_written`: only
+Text is compared as the user sees it, whitespace included (`tests.support.answers.as_written`: only
 the leading and trailing whitespace of a whole message may differ, as Discord trims it, and
 the fences cordstream adds to a code block it splits, E3). Fences pair as Markdown pairs them
-(`tests.answers.fences_balanced`).
+(`tests.support.answers.fences_balanced`).
 """
 
 from __future__ import annotations

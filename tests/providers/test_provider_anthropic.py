@@ -1,4 +1,4 @@
-"""`AnthropicProvider` with the real `anthropic` SDK against a local SSE server (tests.sse).
+"""`AnthropicProvider` with the real `anthropic` SDK against a local SSE server (tests.support.sse).
 
 The fixtures replay the Messages API's streaming wire format: every frame has its `event:`
 line, and the order is the API's: `message_start`, `content_block_start`, `ping`,
@@ -7,8 +7,8 @@ the API's `{"type": "error", "error": {"type", "message"}}` bodies, as an HTTP r
 mid-stream `event: error`.
 
 Two levels: the adapter's own chunk sequence (`start_stream` → `process_chunk`, read to the
-end, tests/adapters.py), and the same streams end to end through `stream_to_discord` into the
-Discord emulator.
+end, tests/support/adapters.py), and the same streams end to end through `stream_to_discord`
+into the Discord emulator.
 """
 
 from __future__ import annotations

@@ -1,12 +1,13 @@
-"""`GeminiProvider` with the real google-genai SDK against a local SSE server (tests/sse.py).
+"""`GeminiProvider` with the real google-genai SDK against a local SSE server
+(tests/support/sse.py).
 
 The replayed streams are the Gemini API's wire format: `POST .../models/{model}:
 streamGenerateContent?alt=sse`, each `data:` line one `GenerateContentResponse` in camelCase
 (`candidates[].content.parts`, `finishReason`, `usageMetadata`, `modelVersion`,
 `responseId`, `promptFeedback`), errors as `{"error": {"code", "message", "status"}}`.
-Each case is checked on the chunk sequence the adapter produces (tests/adapters.py) and, for
+Each case is checked on the chunk sequence the adapter produces (tests/support/adapters.py) and, for
 the main ones, end-to-end through `stream_to_discord` with the Discord emulator
-(tests/stage.py), on looptime's virtual clock. The SDK client is built in each test with
+(tests/support/stage.py), on looptime's virtual clock. The SDK client is built in each test with
 `retry_options` of one attempt (no retries), on aiohttp (the SDK's default async transport when
 aiohttp is installed) and, where the transport matters, on an httpx2 client too.
 """

@@ -1,4 +1,4 @@
-"""`OpenAIChatProvider` against the real openai SDK and a local model server (tests/sse.py).
+"""`OpenAIChatProvider` against the real openai SDK and a local model server (tests/support/sse.py).
 
 The replayed streams are the wire format OpenAI and the compatible servers send: OpenAI's
 chunks (a role delta first, `obfuscation`, `usage: null` on every chunk, the trailing
@@ -6,8 +6,8 @@ chunks (a role delta first, `obfuscation`, `usage: null` on every chunk, the tra
 `reasoning`, chunk-level `provider`, `: OPENROUTER PROCESSING` comments and in-chunk errors,
 llama.cpp's usage inside the finish chunk, vLLM's usage on every chunk, Azure's
 `prompt_filter_results` chunk, and OpenAI's error bodies. Each case is checked on the chunks the
-adapter yields (`start_stream` + `process_chunk`, tests/adapters.py), and the main ones end to
-end through `stream_to_discord`, a real discord.py client and the Discord emulator.
+adapter yields (`start_stream` + `process_chunk`, tests/support/adapters.py), and the main ones
+end to end through `stream_to_discord`, a real discord.py client and the Discord emulator.
 
 Everything runs on looptime's virtual clock: the SDK's retry pause and read timeout, and the
 orchestrator's timers, cost no real time.

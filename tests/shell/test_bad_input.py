@@ -1,10 +1,10 @@
 """Bad inputs: every hostile value a provider, a model or an SDK can hand cordstream, and the
 defined outcome for each (SPEC B1, B13, D2, E3, E7, E8, F1, F2, G2–G4).
 
-The corpus itself lives in `tests/bad_inputs.py`; this file is the table of input → outcome.
-Each input is tried on the pure core (`step` through `tests.driver`, `normalize_usage`, the
+The corpus itself lives in `tests/support/bad_inputs.py`; this file is the table of input → outcome.
+Each input is tried on the pure core (`step` through `tests.support.driver`, `normalize_usage`, the
 embed builders) and, where the outcome is about what Discord receives, on the real shell:
-`tests.stage.stage()` (a real discord.py client against the local emulator) on looptime's
+`tests.support.stage.stage()` (a real discord.py client against the local emulator) on looptime's
 virtual clock, so retries and waits cost no real seconds.
 
 Rules these tests pin (chosen here where the SPEC is silent, and named in each test):
@@ -40,7 +40,7 @@ Rules these tests pin (chosen here where the SPEC is silent, and named in each t
   backticks and closes on a line of at least as many backticks alone; `~~~` is prose, since
   Discord has no `~~~` fences): every message leaves no fence open (E3). The text is the
   input apart from the closing/reopening fence lines and the inline closers E8 adds at the
-  very end, whitespace included (the oracle `tests.answers.as_written`). An opening fence
+  very end, whitespace included (the oracle `tests.support.answers.as_written`). An opening fence
   line with nothing after it is markup alone and is not sent. An opening fence line longer
   than a message is code however it is chunked.
 - A secret in any field of a provider error, in its `original` (exception message, mapping,
@@ -99,7 +99,7 @@ Test = TypeVar("Test", bound=Callable[..., object])
 
 
 def shell(test: Test) -> Test:
-    """A test of the real shell (`tests.stage`): async, on looptime's virtual clock."""
+    """A test of the real shell (`tests.support.stage`): async, on looptime's virtual clock."""
     pytest.mark.looptime(pytest.mark.asyncio(test))  # each mark is stored on `test`
     return test
 
@@ -119,7 +119,7 @@ def _spans(messages: Sequence[str], text: str) -> list[tuple[int, int]]:
     """Where each message sits in `text`: the messages are `text` in order, with only
     whitespace left out between them (and at both ends). Fails on anything else: a lost, added,
     duplicated or reordered character. Linear in the text (10 MB inputs). The shared oracle
-    `tests.answers.as_written`, which says what Discord normalizes (`shown`)."""
+    `tests.support.answers.as_written`, which says what Discord normalizes (`shown`)."""
     return as_written(messages, text)
 
 

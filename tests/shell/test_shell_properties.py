@@ -12,7 +12,7 @@ script, config (live delivery, SPEC L, or messages delivery, each with its own k
 context, stop/follow-up requests at random moments (one maybe registered before the stream),
 maybe a moderator deleting the stream's newest message (live delivery, L9), and maybe the
 caller cancelling it. After each run, `check_run` holds:
-the invariants the soak checks too, from their one home, `tests/oracle.py` (one result or,
+the invariants the soak checks too, from their one home, `tests/support/oracle.py` (one result or,
 only when the caller cancelled, `CancelledError`; the result's `anomalies` empty; the
 provider closed at once on a request, a cancel or the deadline; `messages` the transcript of
 the accepted messages and `accumulated_text` their join by "\\n" (F2); sizes, mentions,
@@ -73,8 +73,8 @@ class Plan:
 
 @dataclass(kw_only=True)
 class Run(oracle.Observed):
-    """Everything one run produced: what the oracle judges (`tests.oracle.Observed`), and the
-    tasks and registry listeners it left."""
+    """Everything one run produced: what the oracle judges
+    (`tests.support.oracle.Observed`), and the tasks and registry listeners it left."""
 
     plan: Plan
     leftover: list[str]  # tasks left running
@@ -439,7 +439,7 @@ class ShellMachine(RuleBasedStateMachine):
 
 def check_run(run: Run) -> None:
     """Everything that must hold after one run, whatever the script, faults and requests: the
-    oracle's invariants (`tests.oracle.check`), nothing left running or listening (B11, C5),
+    oracle's invariants (`tests.support.oracle.check`), nothing left running or listening (B11, C5),
     and no registry entry the stream should have resolved (C5). A stream that did not end is a
     failure, unless it is the oracle's known defect `limit_loop` (noted as an event)."""
     if run.stuck:

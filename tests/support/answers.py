@@ -168,7 +168,7 @@ AUTO_CLOSERS = set('*~`)"')
 
 def oracle_key(text: str) -> str:
     """Text with fence lines and all whitespace removed. Coarse: for text still in the buffers
-    (`tests/test_machine_properties.py`), where message edges are not known yet. What reached
+    (`tests/domain/test_machine_properties.py`), where message edges are not known yet. What reached
     the channel is compared whitespace-exactly, with `as_written`."""
     return _WHITESPACE.sub("", _FENCE_LINE.sub("", text))
 

@@ -1,4 +1,5 @@
-"""The bad-input corpus of `tests/test_bad_input.py`: hostile values, texts and errors, as data.
+"""The bad-input corpus of `tests/shell/test_bad_input.py`: hostile values, texts and errors, as
+data.
 
 Every entry is a plain value with an id, so the test file reads as a table of input → outcome.
 Nothing here imports the code under test beyond the public value types it builds.

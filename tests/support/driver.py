@@ -233,7 +233,7 @@ class Driver(Harness):
 
     def __post_init__(self) -> None:
         # This driver plays messages delivery (E9, the reference's style), whatever the
-        # config's default; live delivery has its own (`tests.live_driver`).
+        # config's default; live delivery has its own (`tests.support.live_driver`).
         if self.config.delivery != "messages":
             self.config = replace(self.config, delivery="messages")
         self.state = initial_state(self.config, suppress_user_errors=self.suppress_user_errors)

@@ -1,6 +1,6 @@
 """What every stream through the real shell keeps, whatever its script, Discord's faults, the
-user's requests and the caller: the one oracle of the soak (`bench/soak.py`) and of the shell's
-property tests (`tests/test_shell_properties.py`).
+user's requests and the caller: the one oracle of the soak (`tests/soak/`) and of the shell's
+property tests (`tests/shell/test_shell_properties.py`).
 
 A harness runs `stream_to_discord` with a `ScriptProvider` against the Discord emulator and
 records what happened in an `Observed` (the soak's `Outcome` and the property tests' `Run`
@@ -46,7 +46,7 @@ extend it); `check(observed)` returns the violations, `[]` when every invariant 
   shows, the cursor and provisional closers aside, only grows (L3); every content it shows,
   the cursor aside, has balanced fences (E3, L4; the cursor is taken off first because, glued
   to a closing fence line as in "``` ▌", it keeps that line from closing the block by the
-  fence rules of `tests.answers`); no message the stream leaves ends with the cursor (L4),
+  fence rules of `tests.support.answers`); no message the stream leaves ends with the cursor (L4),
   unless the last edit of it was refused by Discord, or the caller interrupted the call while
   the request that left it was on its way and Discord accepted that request after the call
   returned; none of its message requests was answered 429 by a channel's rate limit (L2; a
@@ -110,7 +110,7 @@ MESSAGE_REQUESTS: Final = frozenset({"send", "edit"})
 # Violations of live delivery whose fix is pending in domain/live.py and shell/orchestrator.py
 # (issue 12), found by the soak and the shell's property tests: `check` names them apart, the
 # soak counts them apart from its must-be-zero figures and the property tests note them
-# without failing. Each is pinned by a strict xfail test in tests/test_soak.py: the day it is
+# without failing. Each is pinned by a strict xfail test in tests/soak/test_soak.py: the day it is
 # fixed, that test passes, fails as an unexpected pass, and its name goes from here.
 # - `bare_fence`: the answer's last line is a code block's opening fence line with nothing
 #   after it (``"Hello\n```py"``); the live message's final content ends with it, leaving the
