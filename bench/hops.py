@@ -31,9 +31,8 @@ import openai
 
 from cordstream.shell import StreamConfig, StreamContext, StreamOrchestrator
 from cordstream.shell.providers import OpenAIChatProvider
-from cordstream.shell.testing import DiscordEmulator, discord_client
-from tests.support.openai_wire import answer
-from tests.support.sse import ModelServer
+from cordstream.shell.testing import DiscordEmulator, ModelServer, discord_client
+from cordstream.shell.testing.openai_wire import answer
 
 _ROOT = Path(__file__).resolve().parent.parent
 _CODE = (_ROOT / "domain", _ROOT / "shell")

@@ -27,8 +27,8 @@ from cordstream.shell.cli.chat import (
 )
 from cordstream.shell.cli.console import Failure
 from cordstream.shell.testing.emulator import DiscordEmulator
-from tests.support.openai_wire import answer, frame, tool_request, usage
-from tests.support.sse import ModelServer, Reply, sse, sse_done
+from cordstream.shell.testing.openai_wire import answer, frame, tool_request, usage
+from cordstream.shell.testing.sse import ModelServer, Reply, sse, sse_done
 
 CORDSTREAM = Path(sys.executable).parent / "cordstream"
 

@@ -31,8 +31,8 @@ import pytest
 from cordstream.shell.cli import build_parser, chat, demo, main
 from cordstream.shell.cli.chat import ChatOptions
 from cordstream.shell.config import StreamConfig
-from tests.support.openai_wire import frame, usage
-from tests.support.sse import ModelServer, Reply, sse, sse_done
+from cordstream.shell.testing.openai_wire import frame, usage
+from cordstream.shell.testing.sse import ModelServer, Reply, sse, sse_done
 
 CORDSTREAM = Path(sys.executable).parent / "cordstream"
 # Unclosed sockets, transports and sessions show up on stderr, where the tests look for them.

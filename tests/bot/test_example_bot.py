@@ -35,9 +35,9 @@ from cordstream.shell.testing import (
     SentMessage,
     local_bot,
 )
+from cordstream.shell.testing.openai_wire import answer, frame, tool_request, usage
+from cordstream.shell.testing.sse import ModelServer, Reply, sse, sse_done
 from examples.bot import NO_ANSWER, CordBot, OpenAIModel, Question, build, main, roll_dice
-from tests.support.openai_wire import answer, frame, tool_request, usage
-from tests.support.sse import ModelServer, Reply, sse, sse_done
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.looptime]
 

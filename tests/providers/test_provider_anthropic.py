@@ -1,4 +1,5 @@
-"""`AnthropicProvider` with the real `anthropic` SDK against a local SSE server (tests.support.sse).
+"""`AnthropicProvider` with the real `anthropic` SDK against a local SSE server
+(`cordstream.shell.testing.sse`).
 
 The fixtures replay the Messages API's streaming wire format: every frame has its `event:`
 line, and the order is the API's: `message_start`, `content_block_start`, `ping`,
@@ -26,8 +27,8 @@ from cordstream import domain
 from cordstream.shell import StreamConfig
 from cordstream.shell.providers.anthropic import AnthropicProvider
 from cordstream.shell.providers.base import ToolOutcome
+from cordstream.shell.testing.sse import ModelServer, Reply, sse
 from tests.support import adapters
-from tests.support.sse import ModelServer, Reply, sse
 from tests.support.stage import stage
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.looptime]

@@ -19,8 +19,8 @@ from cordstream.shell.providers import base
 from cordstream.shell.providers.anthropic import AnthropicProvider
 from cordstream.shell.providers.gemini import GeminiProvider
 from cordstream.shell.providers.openai import OpenAIChatProvider
+from cordstream.shell.testing.sse import Reply, sse
 from tests.support import adapters
-from tests.support.sse import Reply, sse
 
 served = pytest.mark.asyncio  # against a local model server, on looptime's virtual clock
 virtual_time = pytest.mark.looptime

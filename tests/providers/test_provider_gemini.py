@@ -1,5 +1,5 @@
 """`GeminiProvider` with the real google-genai SDK against a local SSE server
-(tests/support/sse.py).
+(cordstream.shell.testing.sse).
 
 The replayed streams are the Gemini API's wire format: `POST .../models/{model}:
 streamGenerateContent?alt=sse`, each `data:` line one `GenerateContentResponse` in camelCase
@@ -29,10 +29,10 @@ from cordstream.shell import StreamConfig
 from cordstream.shell.providers import base
 from cordstream.shell.providers.base import ToolOutcome
 from cordstream.shell.providers.gemini import GeminiItem, GeminiProvider
+from cordstream.shell.testing.sse import ModelServer, Reply, sse
 from cordstream.shell.turn import run_turn
 from tests.support import adapters
 from tests.support.adapters import gemini_served as served
-from tests.support.sse import ModelServer, Reply, sse
 from tests.support.stage import stage
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.looptime]

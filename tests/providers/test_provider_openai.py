@@ -1,4 +1,5 @@
-"""`OpenAIChatProvider` against the real openai SDK and a local model server (tests/support/sse.py).
+"""`OpenAIChatProvider` against the real openai SDK and a local model server
+(`cordstream.shell.testing.sse`).
 
 The replayed streams are the wire format OpenAI and the compatible servers send: OpenAI's
 chunks (a role delta first, `obfuscation`, `usage: null` on every chunk, the trailing
@@ -31,9 +32,9 @@ from cordstream.shell import StreamConfig, StreamOrchestrator, StreamResult
 from cordstream.shell.providers import base
 from cordstream.shell.providers.base import ToolOutcome
 from cordstream.shell.providers.openai import OpenAIChatProvider, _Answer
+from cordstream.shell.testing.sse import Reply, sse, sse_done
 from tests.support import adapters
 from tests.support.adapters import openai_served as served
-from tests.support.sse import Reply, sse, sse_done
 from tests.support.stage import other_tasks, stage
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.looptime]

@@ -24,8 +24,9 @@ from cordstream.shell.providers import base
 from cordstream.shell.providers.anthropic import AnthropicProvider
 from cordstream.shell.providers.gemini import GeminiProvider
 from cordstream.shell.providers.openai import OpenAIChatProvider
-from tests.support import adapters, openai_wire
-from tests.support.sse import Reply, sse
+from cordstream.shell.testing import openai_wire
+from cordstream.shell.testing.sse import Reply, sse
+from tests.support import adapters
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.looptime]
 

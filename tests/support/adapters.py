@@ -1,10 +1,11 @@
 """The one harness of the adapter tests: a local model server, an SDK client pointed at it, and
 what an adapter makes of a stream.
 
-`openai_served`, `anthropic_served` and `gemini_served` start a `tests.support.sse.ModelServer`
-playing the replies and build the SDK's own client against it, without retries unless asked (a test
-that wants the SDK's retry says so); the client is closed on exit, as a bot would close its
-own. Each test file builds its adapter on `served.client` with its own defaults.
+`openai_served`, `anthropic_served` and `gemini_served` start a
+`cordstream.shell.testing.sse.ModelServer` playing the replies and build the SDK's own client
+against it, without retries unless asked (a test that wants the SDK's retry says so); the
+client is closed on exit, as a bot would close its own. Each test file builds its adapter on
+`served.client` with its own defaults.
 
 `collect` reads one stream to the end as the orchestrator does (`start_stream`, then
 `process_chunk` per item) with a context the adapters never read, so an adapter runs without
@@ -28,7 +29,7 @@ from google.genai import types
 
 from cordstream.domain import DoneChunk, ErrorChunk, ProcessedChunk, ProviderError, TextChunk
 from cordstream.shell import StreamConfig, StreamContext, StreamProvider, StreamResult
-from tests.support.sse import ModelServer, Reply, Seen
+from cordstream.shell.testing.sse import ModelServer, Reply, Seen
 from tests.support.stage import other_tasks
 
 Client = TypeVar("Client")

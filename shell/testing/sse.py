@@ -1,4 +1,5 @@
-"""A local model server for adapter tests: aiohttp on 127.0.0.1 replaying scripted replies.
+"""A local model server for tests of provider adapters and the bots that use them: aiohttp on
+127.0.0.1 replaying scripted replies, to the real provider SDKs.
 
 Each request to any path takes the next `Reply` from the queue (the last one repeats when the
 queue runs dry) and records the request (`Seen`: method, path, query, headers, JSON body), so

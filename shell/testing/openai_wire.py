@@ -1,4 +1,5 @@
-"""OpenAI chat-completions stream frames, as the API sends them, for the tool-loop tests.
+"""OpenAI chat-completions stream frames, as the API sends them, for a local `ModelServer`
+(tool-loop tests, and a bot's own).
 
 `answer("text")` is a whole text reply; `tool_request(name, arguments)` a reply asking for one
 tool, with usage on the trailing `choices == []` chunk as OpenAI sends it when asked for
@@ -10,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from tests.support.sse import Reply, sse, sse_done
+from cordstream.shell.testing.sse import Reply, sse, sse_done
 
 
 def frame(
