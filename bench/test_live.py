@@ -1,4 +1,7 @@
-"""bench/live.py's figures, computed from a made-up history (no Discord, no clock)."""
+"""The arithmetic of bench/live.py's figures, from a made-up history (no Discord, no clock).
+
+A test of the benchmark's own code, beside it (pytest collects bench/ as well as tests/); the
+benchmark itself takes minutes of real time and prints numbers, so no test runs it."""
 
 from __future__ import annotations
 
