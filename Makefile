@@ -37,7 +37,7 @@ install-check: $(STAMP)
 
 # The property tests with 10x the examples (about 20 minutes on 2 cores).
 fuzz: $(STAMP)
-	CORDSTREAM_FUZZ_SCALE=$${CORDSTREAM_FUZZ_SCALE:-10} $(BIN)/pytest -q tests/test_machine_properties.py tests/test_segments_properties.py tests/test_totality.py
+	CORDSTREAM_FUZZ_SCALE=$${CORDSTREAM_FUZZ_SCALE:-10} $(BIN)/pytest -q tests/domain/test_machine_properties.py tests/domain/test_segments_properties.py tests/domain/test_totality.py
 
 # Mutation testing of domain/ (tests/mutation/run.py says how): mutmut on a seeded sample of
 # N mutants (default 60; SEED= draws another), with Hypothesis's example database off. Prints
@@ -50,7 +50,7 @@ mutate: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
-# The soak (bench/soak.py says how): 5,000 randomized streams under faults through the real
+# The soak (tests/soak/ says how): 5,000 randomized streams under faults through the real
 # shell, discord.py and the emulator, 8 at once; 1,000 more under Discord's real rate limits,
 # 250 at once; then 1,000 concurrent 3-line answers at the 50/s global limit, each of which
 # must arrive whole. Faults include hanging provider cleanups, providers that swallow or
@@ -58,7 +58,7 @@ bench: $(STAMP)
 # time out, and stops racing follow-ups. ARGS=... passes options, e.g.
 # ARGS="--streams 20000 --seed 3"; a short soak runs inside `make test`.
 soak: $(STAMP)
-	$(BIN)/python -m bench.soak $(ARGS)
+	$(BIN)/python -m tests.soak $(ARGS)
 
 demo: $(STAMP)
 	$(BIN)/cordstream demo $(ARGS)

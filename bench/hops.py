@@ -29,23 +29,31 @@ from types import FrameType
 import discord
 import openai
 
+import cordstream.domain
+import cordstream.shell
 from cordstream.shell import StreamConfig, StreamContext, StreamOrchestrator
 from cordstream.shell.providers import OpenAIChatProvider
-from cordstream.shell.testing import DiscordEmulator, discord_client
-from tests.openai_wire import answer
-from tests.sse import ModelServer
+from cordstream.shell.testing import DiscordEmulator, ModelServer, discord_client
+from cordstream.shell.testing.openai_wire import answer
 
-_ROOT = Path(__file__).resolve().parent.parent
-_CODE = (_ROOT / "domain", _ROOT / "shell")
-_LEFT_OUT = (_ROOT / "shell" / "testing", _ROOT / "shell" / "cli")
+# cordstream's code, by its folder's name, found where the packages were imported from (not
+# where this file is: mutmut, for one, runs a copy of the tree whose packages live elsewhere).
+_CODE = {
+    "domain": Path(cordstream.domain.__file__ or "").resolve().parent,
+    "shell": Path(cordstream.shell.__file__ or "").resolve().parent,
+}
+_LEFT_OUT = (_CODE["shell"] / "testing", _CODE["shell"] / "cli")
 
 
 def _ours(filename: str) -> str | None:
+    """`domain/...` or `shell/...` for a file of cordstream's code (the test kit and the CLI
+    left out), else None."""
     path = Path(filename).resolve()
     if any(path.is_relative_to(d) for d in _LEFT_OUT):
         return None
-    if any(path.is_relative_to(d) for d in _CODE):
-        return str(path.relative_to(_ROOT))
+    for name, folder in _CODE.items():
+        if path.is_relative_to(folder):
+            return (Path(name) / path.relative_to(folder)).as_posix()
     return None
 
 

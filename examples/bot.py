@@ -16,7 +16,7 @@ the channel shows it. The bot itself, `CordBot` (the Discord glue) over `Convers
 logic), is `cordstream.shell.cli.bot` (shell/cli/bot.py), where its module docstring says all
 it does: it is in the package so that `cordstream demo --bot` runs the same bot, with a
 scripted model, from a `pip install` too. This file adds the model (`OpenAIModel`) and the
-environment (`build`, `main`). `tests/test_example_bot.py` runs it whole against the emulator's
+environment (`build`, `main`). `tests/bot/test_example_bot.py` runs it whole against the emulator's
 gateway and a local OpenAI-compatible server.
 """
 

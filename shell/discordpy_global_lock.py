@@ -2,7 +2,7 @@
 closed forever (SPEC B11). The one place cordstream reads discord.py's private state.
 
 Checked against discord.py 2.7.1 (`CHECKED_VERSIONS`), on CPython 3.11, by reading its
-`discord/http.py`; `tests/test_discordpy_global_lock.py` fails, naming what to re-verify, when
+`discord/http.py`; `tests/shell/test_discordpy_global_lock.py` fails, naming what to re-verify, when
 the installed discord.py is another version or differs from what is read here:
 - `channel._state.http._global_over`: the client's lock, an `asyncio.Event` made by
   `HTTPClient.static_login`, set while no request of the client sleeps off a global 429;
@@ -219,7 +219,7 @@ async def _reap(tasks: set[asyncio.Task[Any]], gate: asyncio.Event) -> None:
 def problems() -> tuple[str, ...]:
     """What differs, in the installed discord.py and Python, from what this module was checked
     against: one sentence each, naming what to re-verify (empty when nothing does). Read from
-    the code, without a client; `tests/test_discordpy_global_lock.py` runs it, and checks the
+    the code, without a client; `tests/shell/test_discordpy_global_lock.py` runs it, and checks the
     same against a live client."""
     found: list[str] = []
     if discord.__version__ not in CHECKED_VERSIONS:

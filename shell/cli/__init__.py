@@ -22,9 +22,10 @@ import discord
 
 # The command line, apart from the library: `demo` (the embedded default), `botdemo` (`demo
 # --bot`: the example bot, `bot`, with simulated users), `chat` (a real model), `console` (the
-# printing and local-Discord set-up they share).
-from cordstream.shell.cli import botdemo, chat, demo
-from cordstream.shell.cli.console import Failure, Log, say
+# printing and local-Discord set-up they share). The test kit (the local Discord, the scripted
+# model) is imported only when a demo, or chat into the local Discord, runs.
+from cordstream.shell.cli import chat, demo
+from cordstream.shell.cli.console import Failure, Log, render, say
 
 # The exit status of a command stopped by Ctrl-C (128 + SIGINT), as shells report it.
 INTERRUPTED = 130
@@ -78,7 +79,7 @@ def _demo(args: argparse.Namespace) -> int:
     say(f"{title}: a scripted model → StreamOrchestrator → discord.py → local Discord")
     view = demo.Terminal.on_stdout(say, title) if _terminal() else Log(say)
     result, messages, _ = asyncio.run(demo.run_demo(options, view))
-    say(demo.render(result, messages))
+    say(render(result, messages))
     return 0
 
 
@@ -89,6 +90,8 @@ def _bot_demo(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         )
     if args.delivery != "live":
         parser.error("--bot streams with live delivery (its Stop button is a live message's)")
+    from cordstream.shell.cli import botdemo  # noqa: PLC0415 (the test kit's gateway)
+
     title = "cordstream demo --bot"
     say(
         f"{title}: the example bot on the local Discord's gateway, a scripted model; alice, bob "

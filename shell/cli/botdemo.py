@@ -31,8 +31,7 @@ from dataclasses import dataclass, field
 
 from cordstream.domain import FunctionCall, FunctionCallChunk
 from cordstream.shell.cli.bot import Conversations, CordBot, Message, Question
-from cordstream.shell.cli.console import Failure, Log, View, follow, why
-from cordstream.shell.cli.demo import channel
+from cordstream.shell.cli.console import Failure, Log, View, channel, follow, why
 from cordstream.shell.config import StreamConfig
 from cordstream.shell.orchestrator import StreamOrchestrator
 from cordstream.shell.providers.base import ToolOutcome

@@ -34,7 +34,7 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import aiohttp
 import discord
@@ -52,16 +52,18 @@ from cordstream.shell.cli.console import (
     local_channel,
     positive_seconds,
     positive_tokens,
+    render,
     why,
 )
-from cordstream.shell.cli.demo import render
 from cordstream.shell.config import StreamConfig
 from cordstream.shell.context import StreamContext
 from cordstream.shell.orchestrator import StreamOrchestrator
 from cordstream.shell.providers.base import ToolProvider
 from cordstream.shell.stops import StopRegistry
-from cordstream.shell.testing.emulator import SentMessage
 from cordstream.shell.turn import Tool, TurnResult, run_turn
+
+if TYPE_CHECKING:  # the test kit runs only in the local emulator (console.local_channel)
+    from cordstream.shell.testing.emulator import SentMessage
 
 ProviderKind = Literal["openai", "anthropic", "gemini"]
 

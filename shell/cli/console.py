@@ -6,7 +6,10 @@
   edit (`Log`), so a slow model never looks hung. The demo asks for no lines: it gives its
   own `View` the channel's changes (`follow`) and transcript.
 - `View`, `Log`, `edited`: what a command shows of the channel while the answer streams; `Log`
-  is a line per change, timed, as the emulator accepts it.
+  is a line per change, timed, as the emulator accepts it. `channel` and `render`: the channel
+  as a user sees it, and the result, once the answer is in.
+- Only `local_channel` runs the test kit (the local Discord); a command streaming into a real
+  channel imports none of it.
 - `Failure`: something outside the command is missing or refuses (a server that cannot be
   reached, a refused token, an SDK that is not installed). The command prints it as one line
   on stderr, `cordstream chat: cannot reach …`, and exits with its `status` (2).
@@ -26,18 +29,23 @@ import sys
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
 import discord
 
+from cordstream.domain import StreamResult
 from cordstream.domain.config import DELIVERIES
-from cordstream.shell.testing.emulator import Change, DiscordEmulator, SentMessage, local_discord
-from cordstream.shell.testing.gateway import LOADING
+
+if TYPE_CHECKING:  # the test kit is imported only where the local emulator runs (local_channel)
+    from cordstream.shell.testing.emulator import Change, DiscordEmulator, SentMessage
 
 Printer = Callable[[str], None]
 
 # How much of a message's first line a progress line shows.
 PREVIEW = 60
+# A deferred interaction's "thinking" message carries Discord's LOADING flag.
+LOADING: Final = discord.MessageFlags.loading.flag
 
 
 class Failure(Exception):
@@ -85,6 +93,9 @@ async def local_channel(
     channel receives (`arrival`) or, with `edits`, for each new message and each edit (`Log`,
     as live delivery makes them). Everything is closed on exit, cancellation included. A
     failure to listen on 127.0.0.1 is a `Failure`."""
+    # The test kit, for the commands' local Discord only (a real channel needs none of it).
+    from cordstream.shell.testing.emulator import DiscordEmulator, local_discord  # noqa: PLC0415
+
     api = DiscordEmulator()
     try:
         await api.start()
@@ -141,6 +152,44 @@ def arrival(message: SentMessage, seconds: float, number: int | None = None) -> 
         f"[{seconds:7.3f}s] channel receives {which} ({len(message.content)} chars){reply}: "
         f"{preview}"
     )
+
+
+def channel(messages: Sequence[SentMessage]) -> list[str]:
+    """The channel as a user sees it, a line of text per item (`render`'s first half)."""
+    lines = ["══════ #general ══════"]
+    for number, message in enumerate(messages, 1):
+        if message.embeds:
+            embed = message.embeds[0]
+            lines += [f"┌─ embed: {embed.get('title')}", str(embed.get("description", "")), "└─"]
+            continue
+        pings = "pings nobody" if not message.pings.anyone else f"pings {message.pings}"
+        edits = f", {message.edits} edit{'s' * (message.edits != 1)}" if message.edits else ""
+        lines += [
+            f"┌─ message {number} ({len(message.content)} chars{edits}, {pings})",
+            *message.content.split("\n"),
+            "└─",
+        ]
+    return lines
+
+
+def render(result: StreamResult, messages: list[SentMessage]) -> str:
+    """The channel as a user sees it, then the result."""
+    lines = ["", *channel(messages)]
+    log = result.thought_log
+    lines += [
+        "",
+        "══════ StreamResult ══════",
+        f"status:          {result.status}",
+        f"stop_reason:     {result.stop_reason}",
+        f"stop_context:    {result.stop_context!r}",
+        f"messages_sent:   {result.messages_sent}",
+        f"accumulated:     {len(result.accumulated_text)} chars",
+        f"usage:           {result.usage}",
+        f"thought (raw):   {log.raw if log else None!r}",
+        f"first reply:     {log.first_reply_url if log else None}",
+        f"data:            {result.data!r}",
+    ]
+    return "\n".join(lines)
 
 
 # --- what a command shows while the answer streams -------------------------------------

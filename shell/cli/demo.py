@@ -23,6 +23,7 @@ import sys
 import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from cordstream.domain import DoneChunk, ProcessedChunk, StreamResult, TextChunk
 from cordstream.domain.config import Delivery
@@ -30,6 +31,7 @@ from cordstream.shell.cli.console import (
     Log,
     Printer,
     View,
+    channel,
     delivery_options,
     follow,
     local_channel,
@@ -41,8 +43,10 @@ from cordstream.shell.config import StreamConfig
 from cordstream.shell.context import StreamContext
 from cordstream.shell.orchestrator import StreamOrchestrator
 from cordstream.shell.stops import StopRegistry
-from cordstream.shell.testing.emulator import SentMessage
-from cordstream.shell.testing.script import Hang, ScriptProvider, Sleep, Step
+
+if TYPE_CHECKING:  # the test kit is imported when the demo runs (`script`, `run_demo`)
+    from cordstream.shell.testing.emulator import SentMessage
+    from cordstream.shell.testing.script import ScriptProvider, Step
 
 _PARAGRAPH = (
     "Streaming into Discord looks simple until the details arrive. A message may hold at most "
@@ -117,6 +121,8 @@ def config_for(options: Options) -> StreamConfig:
 def script(options: Options) -> list[Step]:
     """The built-in answer as the demo's model streams it (`chunks()`): `speed` chunks a
     second and, with `hang`, nothing more after the first third."""
+    from cordstream.shell.testing.script import Hang, Sleep  # noqa: PLC0415 (the demo's only)
+
     items = list(chunks())
     if options.hang:
         items = items[: len(items) // 3]
@@ -220,6 +226,8 @@ async def run_demo(
                         options.follow_up_after, act, "user sends a new message", follow_up
                     )
                 )
+
+            from cordstream.shell.testing.script import ScriptProvider  # noqa: PLC0415
 
             provider = ScriptProvider(script(options), name="demo")
             stop_watching = follow(local.api, channel_id, view)
@@ -344,24 +352,6 @@ def frame(
     return _HOME + "\r\n".join(row + _CLEAR_LINE for row in rows) + _CLEAR_BELOW
 
 
-def channel(messages: Sequence[SentMessage]) -> list[str]:
-    """The channel as a user sees it, a line of text per item (`render`'s first half)."""
-    lines = ["══════ #general ══════"]
-    for number, message in enumerate(messages, 1):
-        if message.embeds:
-            embed = message.embeds[0]
-            lines += [f"┌─ embed: {embed.get('title')}", str(embed.get("description", "")), "└─"]
-            continue
-        pings = "pings nobody" if not message.pings.anyone else f"pings {message.pings}"
-        edits = f", {message.edits} edit{'s' * (message.edits != 1)}" if message.edits else ""
-        lines += [
-            f"┌─ message {number} ({len(message.content)} chars{edits}, {pings})",
-            *message.content.split("\n"),
-            "└─",
-        ]
-    return lines
-
-
 def _cells(char: str) -> int:
     """How many terminal columns `char` takes, as most terminals draw it."""
     if unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me", "Cf"):
@@ -393,23 +383,3 @@ def wrap(line: str, width: int) -> list[str]:
         used += cells
     rows.append("".join(row))
     return rows
-
-
-def render(result: StreamResult, messages: list[SentMessage]) -> str:
-    """The channel as a user sees it, then the result."""
-    lines = ["", *channel(messages)]
-    log = result.thought_log
-    lines += [
-        "",
-        "══════ StreamResult ══════",
-        f"status:          {result.status}",
-        f"stop_reason:     {result.stop_reason}",
-        f"stop_context:    {result.stop_context!r}",
-        f"messages_sent:   {result.messages_sent}",
-        f"accumulated:     {len(result.accumulated_text)} chars",
-        f"usage:           {result.usage}",
-        f"thought (raw):   {log.raw if log else None!r}",
-        f"first reply:     {log.first_reply_url if log else None}",
-        f"data:            {result.data!r}",
-    ]
-    return "\n".join(lines)

@@ -587,8 +587,8 @@ MAX_SDK_GENERATORS: Final = 64
 
 # The private SDK attributes an adapter reads, each in one helper here: the generator under
 # openai's `AsyncStream` (`stream_iterator`), and google-genai's API client (`genai_api_client`,
-# for the key, G4). tests/test_provider_sdk.py pins them, and what `sdk_generators` follows,
-# against the installed SDKs, so an SDK release that changes them fails there, by name.
+# for the key, G4). tests/providers/test_provider_sdk.py pins them, and what `sdk_generators`
+# follows, against the installed SDKs, so an SDK release that changes them fails there, by name.
 STREAM_ITERATOR: Final = "_iterator"
 GENAI_API_CLIENT: Final = "_api_client"
 

@@ -11,8 +11,11 @@ Discord's real rate limits. `discord_client` logs a real `discord.Client` into i
 users (`add_member`, `user_says`, `slash`, `click`; each interaction is an `InteractionRecord`).
 `ScriptProvider` is a model that
 plays a script (text, chunks, pauses, a hang, an exception) and records what cordstream did to
-it. See `cordstream.shell.testing.emulator` and `cordstream.shell.testing.script` for every
-detail (`cordstream.shell.testing.gateway` for the gateway), and the README's "Test your bot
+it. `ModelServer` plays a model's HTTP API instead, for the real provider SDKs: a local
+server replaying scripted SSE streams (`Reply`, `sse`; `cordstream.shell.testing.openai_wire`
+builds OpenAI's chat-completions frames). See `cordstream.shell.testing.emulator` and
+`cordstream.shell.testing.script` for every detail (`cordstream.shell.testing.gateway` for the
+gateway, `cordstream.shell.testing.sse` for the model server), and the README's "Test your bot
 against a local Discord".
 
     async with local_discord() as (api, client, channel):
@@ -49,6 +52,7 @@ from cordstream.shell.testing.gateway import (
     local_bot,
 )
 from cordstream.shell.testing.script import Do, Hang, Raw, ScriptProvider, Sleep, Step
+from cordstream.shell.testing.sse import ModelServer, Reply, sse, sse_done
 
 # What a bot's tests need; the error codes, the route names and `would_ping` are in
 # `cordstream.shell.testing.emulator`.
@@ -66,10 +70,12 @@ __all__ = [
     "InteractionRecord",
     "Limit",
     "LocalDiscord",
+    "ModelServer",
     "RateLimited",
     "RateLimits",
     "Raw",
     "RecordedRequest",
+    "Reply",
     "ScriptProvider",
     "SentMessage",
     "Sleep",
@@ -77,4 +83,6 @@ __all__ = [
     "discord_client",
     "local_bot",
     "local_discord",
+    "sse",
+    "sse_done",
 ]

@@ -1,0 +1,364 @@
+"""The pace of Discord requests, decided without a clock (SPEC F4, L2; `cordstream.domain.pacing`).
+
+No event loop here: each test tells a `Window` or `Turns` the time, as the shell does, and reads
+its answer. `walk` plays the shell's part for the property tests: it moves a clock from one
+arrival, caller's departure or wake-up to the next and calls back as `shell/ratelimit.py` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cordstream.domain.pacing import (
+    CHANNEL_MARGIN,
+    DISCORD_CHANNEL,
+    DISCORD_GLOBAL,
+    MAX_RETRY_AFTER,
+    RETRY_DELAYS,
+    Budget,
+    Grant,
+    KeepResult,
+    Request,
+    SendAgain,
+    Turns,
+    Window,
+    after_try,
+    channel_spacing,
+)
+from tests.support.fuzz import examples
+
+
+def _never_gone(key: str) -> bool:
+    return False
+
+
+# -- one window ----------------------------------------------------------------------------------
+
+
+def test_F4_an_empty_window_lets_a_request_go_now() -> None:
+    assert Window().next_send_time(Budget(1, 5.0), 3.0) == 3.0
+
+
+def test_F4_a_window_with_room_lets_a_request_go_now() -> None:
+    window = Window()
+    window.update_after_send(Budget(2, 1.0), 0.0)
+    assert window.next_send_time(Budget(2, 1.0), 0.5) == 0.5
+
+
+def test_F4_a_full_window_answers_when_its_oldest_counted_grant_leaves_it() -> None:
+    budget = Budget(2, 1.0)
+    window = Window()
+    window.update_after_send(budget, 0.0)
+    window.update_after_send(budget, 0.25)
+    assert window.next_send_time(budget, 0.5) == 1.0
+    assert window.next_send_time(budget, 1.75) == 1.75  # long since free
+
+
+def test_F4_a_window_keeps_only_the_grants_its_budget_counts() -> None:
+    budget = Budget(2, 1.0)
+    window = Window()
+    for at in (0.0, 0.1, 0.2):
+        window.update_after_send(budget, at)
+    assert list(window.sent) == [0.1, 0.2]
+
+
+def test_F4_a_shrunk_budget_is_judged_by_the_latest_grants() -> None:
+    window = Window()
+    for at in (0.0, 0.1, 0.2, 0.3):
+        window.update_after_send(Budget(10, 1.0), at)
+    assert window.next_send_time(Budget(2, 1.0), 0.3) == pytest.approx(1.2)  # 0.2 + 1.0
+
+
+def test_F4_answering_leaves_the_window_as_it_was() -> None:
+    window = Window()
+    for at in (0.0, 0.1, 0.2, 0.3):
+        window.update_after_send(Budget(10, 1.0), at)
+    window.next_send_time(Budget(1, 1.0), 0.3)
+    assert list(window.sent) == [0.0, 0.1, 0.2, 0.3]
+
+
+# -- a channel's lane (L2) -----------------------------------------------------------------------
+
+
+def test_L2_a_channel_budget_is_spent_evenly_plus_the_margin() -> None:
+    assert channel_spacing(DISCORD_CHANNEL) == Budget(1, 5.0 / 5 + CHANNEL_MARGIN)
+    assert channel_spacing(Budget(4, 2.0)) == Budget(1, 0.5 + CHANNEL_MARGIN)
+
+
+def test_L2_two_requests_in_one_channel_go_one_spacing_apart() -> None:
+    turns: Turns[str] = Turns()
+    lane = (channel_spacing(DISCORD_CHANNEL), turns.channel(7))
+    request = Request((lane,), with_global=False)
+    assert turns.try_take(request, DISCORD_GLOBAL, 0.0)
+    turns.join("second", request)
+    assert turns.grant(0.0, DISCORD_GLOBAL, _never_gone) == Grant((), 1.1)
+    assert turns.grant(1.1, DISCORD_GLOBAL, _never_gone) == Grant(("second",), None)
+
+
+def test_L2_each_channel_has_a_lane_of_its_own() -> None:
+    turns: Turns[str] = Turns()
+    assert turns.channel(1) is turns.channel(1)
+    assert turns.channel(1) is not turns.channel(2)
+
+
+def test_L2_a_channel_turn_takes_nothing_from_the_global_window() -> None:
+    turns: Turns[str] = Turns()
+    lane = (channel_spacing(DISCORD_CHANNEL), turns.channel(7))
+    assert turns.try_take(Request((lane,), with_global=False), Budget(1, 1.0), 0.0)
+    assert not turns.window.sent
+    assert turns.try_take(Request(), Budget(1, 1.0), 0.0)
+
+
+# -- the turns of one loop (F4) ------------------------------------------------------------------
+
+
+def test_F4_try_take_takes_a_free_turn_at_once() -> None:
+    turns: Turns[str] = Turns()
+    assert turns.try_take(Request(), Budget(1, 1.0), 0.0)
+    assert list(turns.window.sent) == [0.0]
+
+
+def test_F4_try_take_on_a_full_window_takes_nothing() -> None:
+    turns: Turns[str] = Turns()
+    assert turns.try_take(Request(), Budget(1, 1.0), 0.0)
+    assert not turns.try_take(Request(), Budget(1, 1.0), 0.5)
+    assert list(turns.window.sent) == [0.0]
+
+
+def test_F4_try_take_never_jumps_the_queue() -> None:
+    turns: Turns[str] = Turns()
+    turns.join("waiting", Request())
+    assert not turns.try_take(Request(), Budget(5, 1.0), 0.0)  # room, but somebody waits
+
+
+def test_F4_without_a_global_budget_only_the_named_lanes_count() -> None:
+    turns: Turns[str] = Turns()
+    for _ in range(100):
+        assert turns.try_take(Request(), None, 0.0)
+    assert not turns.window.sent
+
+
+def test_F4_a_held_request_is_told_when_to_ask_again() -> None:
+    turns: Turns[str] = Turns()
+    assert turns.try_take(Request(), Budget(1, 1.0), 0.0)
+    turns.join("next", Request())
+    assert turns.grant(0.25, Budget(1, 1.0), _never_gone) == Grant((), 1.0)
+    assert turns.grant(1.0, Budget(1, 1.0), _never_gone) == Grant(("next",), None)
+
+
+def test_F4_requests_waiting_on_one_window_go_first_in_first_out() -> None:
+    turns: Turns[str] = Turns()
+    for key in ("a", "b", "c"):
+        turns.join(key, Request())
+    assert turns.grant(0.0, Budget(2, 1.0), _never_gone) == Grant(("a", "b"), 1.0)
+    assert turns.grant(1.0, Budget(2, 1.0), _never_gone) == Grant(("c",), None)
+
+
+def test_F4_a_full_global_window_holds_everyone_behind_it() -> None:
+    turns: Turns[str] = Turns()
+    lane = (Budget(5, 1.0), turns.channel(1))
+    assert turns.try_take(Request(), Budget(1, 1.0), 0.0)
+    turns.join("global", Request())
+    turns.join("lane only", Request((lane,), with_global=False))
+    assert turns.grant(0.0, Budget(1, 1.0), _never_gone) == Grant((), 1.0)
+    assert [key for key, _ in turns.waiting] == ["global", "lane only"]
+
+
+def test_F4_a_request_held_by_its_own_lane_does_not_hold_up_the_others() -> None:
+    turns: Turns[str] = Turns()
+    lane = (Budget(1, 5.0), Window())
+    budget = Budget(10, 1.0)
+    for key, lanes in (("a", (lane,)), ("b", (lane,)), ("c", ()), ("d", ()), ("e", (lane,))):
+        turns.join(key, Request(lanes))
+    assert turns.grant(0.0, budget, _never_gone) == Grant(("a", "c", "d"), 5.0)
+    assert turns.grant(5.0, budget, _never_gone) == Grant(("b",), 10.0)
+    assert turns.grant(10.0, budget, _never_gone) == Grant(("e",), None)
+
+
+def test_F4_a_request_whose_caller_left_is_dropped_without_a_turn() -> None:
+    turns: Turns[str] = Turns()
+    turns.join("left", Request())
+    turns.join("stayed", Request())
+    assert turns.grant(0.0, Budget(1, 1.0), lambda key: key == "left") == Grant(("stayed",), None)
+    assert list(turns.window.sent) == [0.0]
+
+
+def test_F4_waiting_requests_are_judged_by_the_budget_given_at_each_round() -> None:
+    turns: Turns[str] = Turns()
+    for key in ("a", "b", "c"):
+        turns.join(key, Request())
+    assert turns.grant(0.0, Budget(1, 10.0), _never_gone) == Grant(("a",), 10.0)
+    assert turns.grant(1.0, Budget(100, 1.0), _never_gone) == Grant(("b", "c"), None)
+
+
+# -- a try Discord answered 429 (F4) -------------------------------------------------------------
+
+
+def test_F4_a_try_that_was_not_discords_429_keeps_its_result() -> None:
+    assert after_try(None, 1) == KeepResult("not a 429")
+
+
+@pytest.mark.parametrize(("tries", "delay"), list(enumerate(RETRY_DELAYS, start=1)))
+def test_F4_a_429_is_sent_again_after_the_backoff_when_discord_asks_less(
+    tries: int, delay: float
+) -> None:
+    assert after_try(0.5, tries) == SendAgain(delay)
+
+
+def test_F4_a_429_is_sent_again_after_retry_after_when_it_is_longer_than_the_backoff() -> None:
+    assert after_try(3.5, 1) == SendAgain(3.5)
+
+
+def test_F4_a_429_asking_more_than_max_retry_after_keeps_its_result() -> None:
+    assert after_try(MAX_RETRY_AFTER, 1) == SendAgain(MAX_RETRY_AFTER)
+    assert after_try(MAX_RETRY_AFTER + 0.1, 1) == KeepResult("wait too long")
+
+
+def test_F4_a_send_is_tried_once_more_per_backoff_entry_and_no_more() -> None:
+    assert isinstance(after_try(1.0, len(RETRY_DELAYS)), SendAgain)
+    assert after_try(1.0, len(RETRY_DELAYS) + 1) == KeepResult("tries spent")
+
+
+# -- properties ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Arrival:
+    at: float
+    lanes: tuple[int, ...]  # the channel lanes it names, by index
+    with_global: bool
+    leaves_at: float | None  # its caller leaves then, if it still waits
+
+
+def walk(
+    arrivals: Sequence[Arrival], budget: Budget | None, lanes: Sequence[Budget]
+) -> tuple[Turns[int], dict[int, float]]:
+    """The shell's part, on a clock of plain numbers: each arrival takes a free turn or joins
+    and asks for a round; a caller's departure marks its request gone; the wake-up asks for a
+    round. Returns the turns and when each request got its turn, in the order given."""
+    turns: Turns[int] = Turns()
+    windows = [(lane, turns.channel(n)) for n, lane in enumerate(lanes)]
+    granted: dict[int, float] = {}
+    left: set[int] = set()
+    events = sorted(
+        [(a.at, 0, i) for i, a in enumerate(arrivals)]
+        + [(a.leaves_at, 1, i) for i, a in enumerate(arrivals) if a.leaves_at is not None]
+    )
+    wake: float | None = None
+
+    def round_at(now: float) -> float | None:
+        answer = turns.grant(now, budget, left.__contains__)
+        granted.update(dict.fromkeys(answer.granted, now))
+        return answer.wake_at
+
+    while events or wake is not None:
+        if wake is not None and (not events or wake < events[0][0]):
+            wake = round_at(wake)
+            continue
+        now, kind, index = events.pop(0)
+        arrival = arrivals[index]
+        if kind == 1:
+            if index not in granted:
+                left.add(index)
+            continue
+        request = Request(tuple(windows[n] for n in arrival.lanes), arrival.with_global)
+        if turns.try_take(request, budget, now):
+            granted[index] = now
+        else:
+            turns.join(index, request)
+            wake = round_at(now)
+    return turns, granted
+
+
+BUDGETS = st.builds(Budget, st.integers(1, 4), st.sampled_from([0.05, 0.3, 1.0, 1.1, 2.5]))
+TIMES = st.sampled_from([0.0, 0.0, 0.01, 0.1, 0.5, 1.0, 1.1, 3.0])
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[list[Arrival], Budget | None, list[Budget]]:
+    lanes = draw(st.lists(BUDGETS, min_size=0, max_size=3))
+    budget = draw(st.none() | BUDGETS)
+    shapes: list[tuple[tuple[int, ...], bool]] = [((), True)]
+    shapes += [((n,), False) for n in range(len(lanes))]  # live delivery's channel turns
+    shapes += [((n,), True) for n in range(len(lanes))]
+    if len(lanes) > 1:
+        shapes.append(((0, 1), True))
+    at = 0.0
+    arrivals = []
+    for gap, (named, with_global), leave in draw(
+        st.lists(
+            st.tuples(TIMES, st.sampled_from(shapes), st.none() | TIMES), min_size=1, max_size=30
+        )
+    ):
+        at += gap
+        leaves_at = None if leave is None else at + leave + 0.001
+        arrivals.append(Arrival(at, named, with_global, leaves_at))
+    return arrivals, budget, lanes
+
+
+def _windows_named(arrival: Arrival, budget: Budget | None) -> frozenset[object]:
+    named: set[object] = {f"lane {n}" for n in arrival.lanes}
+    if budget is not None and arrival.with_global:
+        named.add("global")
+    return frozenset(named)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(scenarios())
+def test_F4_L2_no_window_of_per_seconds_ever_holds_more_than_its_budget(
+    scenario: tuple[list[Arrival], Budget | None, list[Budget]],
+) -> None:
+    arrivals, budget, lanes = scenario
+    _, granted = walk(arrivals, budget, lanes)
+    budgets: dict[object, Budget] = {f"lane {n}": lane for n, lane in enumerate(lanes)}
+    if budget is not None:
+        budgets["global"] = budget
+    for name, counted in budgets.items():
+        times = sorted(
+            at for i, at in granted.items() if name in _windows_named(arrivals[i], budget)
+        )
+        for i in range(counted.requests, len(times)):
+            assert times[i] - times[i - counted.requests] >= counted.per - 1e-9, (name, times)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(scenarios())
+def test_F4_L2_grants_are_first_in_first_out_per_window(
+    scenario: tuple[list[Arrival], Budget | None, list[Budget]],
+) -> None:
+    """Requests that wait on the same windows get their turns in the order they asked (live
+    delivery's channel turns and the sends each wait on one window). A request held by
+    another window it names does not hold up the requests behind it."""
+    arrivals, budget, lanes = scenario
+    turns, granted = walk(arrivals, budget, lanes)
+    assert not turns.waiting  # every request got its turn, or its caller left
+    by_windows: dict[frozenset[object], list[int]] = {}
+    for i in granted:  # in the order the turns were given
+        by_windows.setdefault(_windows_named(arrivals[i], budget), []).append(i)
+    for order in by_windows.values():
+        assert order == sorted(order)
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    budget=BUDGETS,
+    gaps=st.lists(st.sampled_from([0.0, 0.0, 0.01, 0.1, 0.5, 1.0, 3.0]), min_size=1, max_size=40),
+)
+def test_F4_each_request_goes_at_the_earliest_moment_its_window_and_the_order_allow(
+    budget: Budget, gaps: list[float]
+) -> None:
+    arrivals = [Arrival(sum(gaps[: i + 1]), (), True, None) for i in range(len(gaps))]
+    _, granted = walk(arrivals, budget, [])
+    times = [granted[i] for i in range(len(arrivals))]
+    for i, at in enumerate(times):
+        earliest = max(
+            arrivals[i].at,
+            times[i - 1] if i else 0.0,
+            times[i - budget.requests] + budget.per if i >= budget.requests else 0.0,
+        )
+        assert at == pytest.approx(earliest)

@@ -1,0 +1,116 @@
+"""What the adapters rely on inside the installed SDKs, pinned by name (B10, B11, G4).
+
+An adapter closes the SDK's own generators under its stream, so none is left to the garbage
+collector, which would close it in a task of its own after the call (B11), and so the HTTP
+response is released at once (B10). For that it reads one private attribute
+(`cordstream.shell.providers.base.stream_iterator`: openai's `AsyncStream._iterator`) and
+follows what `base.sdk_generators` follows (google-genai's `HttpResponse.segment_iterator`);
+the Gemini adapter finds the API key on the client's private `_api_client` (G4). These tests
+read them on the real SDK objects, so an SDK release that renames or restructures them fails
+here, saying what changed, instead of an end-to-end test failing with a task left behind.
+"""
+
+from __future__ import annotations
+
+import gc
+import inspect
+from importlib.metadata import version
+
+import pytest
+from google import genai
+from google.genai._api_client import HttpResponse
+
+from cordstream.shell.providers import base
+from cordstream.shell.providers.anthropic import AnthropicProvider
+from cordstream.shell.providers.gemini import GeminiProvider
+from cordstream.shell.providers.openai import OpenAIChatProvider
+from cordstream.shell.testing import openai_wire
+from cordstream.shell.testing.sse import Reply, sse
+from tests.support import adapters
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.looptime]
+
+ANTHROPIC_PACKAGES = ("anthropic.", "httpx2.", "httpcore2.")
+
+
+def _name(generator: object) -> str:
+    """`module.function` of a suspended async generator."""
+    assert inspect.isasyncgen(generator)
+    assert generator.ag_frame is not None
+    return f"{generator.ag_frame.f_globals['__name__']}.{generator.ag_code.co_name}"
+
+
+async def test_B11_openai_keeps_the_generator_under_its_stream_in_a_private_iterator() -> None:
+    sdk = f"openai {version('openai')}"
+    async with adapters.openai_served(openai_wire.answer("Hello there")) as served:
+        stream = await served.client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "Hi"}], stream=True
+        )
+        try:
+            await anext(stream)
+            assert base.STREAM_ITERATOR in vars(stream), (
+                f"{sdk}: AsyncStream has no {base.STREAM_ITERATOR!r}: follow it in "
+                "base.stream_iterator"
+            )
+            iterator = base.stream_iterator(stream)
+            assert _name(iterator) == "openai._streaming.__stream__", sdk
+            found = base.sdk_generators(iterator, OpenAIChatProvider._sdk_packages)
+            names = [_name(generator) for generator in found]
+            # What the SDK leaves unclosed when it reads `[DONE]`: the event generator and
+            # httpx2's byte generators under it.
+            assert names[:2] == ["openai._streaming.__stream__", "openai._streaming._iter_events"]
+            assert any(name.startswith("httpx2.") for name in names), (sdk, names)
+        finally:
+            await stream.close()
+
+
+async def test_B10_google_genai_holds_its_response_generators_in_its_http_response() -> None:
+    sdk = f"google-genai {version('google-genai')}"
+    response = {"candidates": [{"content": {"parts": [{"text": "Hi"}], "role": "model"}}]}
+    async with adapters.gemini_served(Reply(frames=[sse(response), sse(response)])) as served:
+        stream = await served.client.aio.models.generate_content_stream(
+            model="gemini-2.5-flash", contents="Hi"
+        )
+        await anext(stream)
+        found = base.sdk_generators(stream, GeminiProvider._sdk_packages)
+        holders = [
+            held
+            for generator in found
+            for held in gc.get_referents(generator)
+            if isinstance(held, HttpResponse)
+        ]
+        assert holders, f"{sdk}: no HttpResponse under the stream's generators"
+        assert all(
+            inspect.isasyncgen(vars(holder).get("segment_iterator")) for holder in holders
+        ), f"{sdk}: HttpResponse keeps no `segment_iterator` generator"
+        names = [_name(generator) for generator in found]
+        # The innermost one holds the aiohttp response: found only through `segment_iterator`.
+        assert "google.genai._api_client._aiter_aiohttp_lines" in names, (sdk, names)
+        await base.close_generators(found)
+        assert all(inspect.isasyncgen(g) and g.ag_frame is None for g in found)  # closed
+
+
+async def test_B11_anthropic_finishes_its_own_generators_once_the_body_is_read() -> None:
+    # Why the Anthropic adapter closes none itself: it reads the body out (see its docstring).
+    sdk = f"anthropic {version('anthropic')}"
+    frames = [sse({"type": "message_stop"}, event="message_stop")]
+    async with adapters.anthropic_served(Reply(frames=frames)) as served:
+        stream = await served.client.messages.create(
+            model="claude", messages=[{"role": "user", "content": "Hi"}], max_tokens=8, stream=True
+        )
+        assert [event.type async for event in stream] == ["message_stop"]
+        iterator = base.stream_iterator(stream)
+        assert inspect.isasyncgen(iterator), f"{sdk}: AsyncStream has no generator to read"
+        assert base.sdk_generators(iterator, ANTHROPIC_PACKAGES) == [], sdk
+        assert AnthropicProvider._sdk_packages == ()
+
+
+async def test_G4_google_genai_keeps_the_api_key_on_its_private_api_client() -> None:
+    key = "AIzaSyPinnedKey-0123456789abcdefghijklm"
+    client = genai.Client(api_key=key)
+    api_client = base.genai_api_client(client)
+    assert getattr(api_client, "api_key", None) == key, (
+        f"google-genai {version('google-genai')}: Client.{base.GENAI_API_CLIENT} holds no "
+        "api_key: follow it in base.genai_api_client"
+    )
+    assert key in GeminiProvider(client, model="m", contents="x").secrets()
