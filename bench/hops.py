@@ -7,8 +7,8 @@ into cordstream's own code (`domain/`, `shell/`, not the test kit). Two stretche
 counted, each as cordstream frames entered and the files they are in:
 
 - *there*: from the adapter turning the SSE chunk into a `TextChunk` to the request that
-  sends the message (`delivery.post`, which `delivery.send_message` wraps);
-- *back*: from Discord's answer becoming an event (`delivery.outcome`) to the result
+  sends the message (`discord_api.post`, which `discord_api.send_message` wraps);
+- *back*: from Discord's answer becoming an event (`discord_api.outcome`) to the result
   (`_Stream.conclude`).
 
     python -m bench.hops            # the files, in the order first entered, and the counts
@@ -74,11 +74,11 @@ class Trace:
         opens = self.stretch is None and where.startswith("shell/providers/openai")
         if opens and "Hello" in repr(frame.f_locals)[:2000]:
             self.stretch = "there"
-        if self.stretch == "there" and name == "post" and where == "shell/delivery.py":
+        if self.stretch == "there" and name == "post" and where == "shell/discord_api.py":
             self.calls["there"].append((where, name))
             self.stretch = "between"
             return
-        if self.stretch == "between" and name == "outcome" and where == "shell/delivery.py":
+        if self.stretch == "between" and name == "outcome" and where == "shell/discord_api.py":
             self.stretch = "back"
         if self.stretch in self.calls:
             self.calls[self.stretch].append((where, name))

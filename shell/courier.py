@@ -39,7 +39,7 @@ from cordstream.domain import (
     TurnGranted,
 )
 from cordstream.domain.final import FinalEdit
-from cordstream.shell import delivery, ratelimit
+from cordstream.shell import discord_api, ratelimit
 from cordstream.shell.buttons import StopControl, StopView
 from cordstream.shell.context import StreamContext
 from cordstream.shell.target import InteractionTarget, Target
@@ -127,8 +127,8 @@ class Courier:
         reply_to = self.context.reply_to if effect.reply else None
         view = self.new_view() if effect.streaming else None  # K2: a button while it streams
         sent = await ratelimit.deliver(lambda: target.send(content, reply_to=reply_to, view=view))
-        event = delivery.outcome(effect.seq, self.loop.time(), sent)
-        message = delivery.message_of(sent)
+        event = discord_api.outcome(effect.seq, self.loop.time(), sent)
+        message = discord_api.message_of(sent)
         if message is not None:
             self.messages.append(message)  # live delivery edits it by its number
             if view is not None:
@@ -144,21 +144,21 @@ class Courier:
             self.feed(Rejected(self.loop.time(), effect.seq, DiscordFailure(None, None, error)))
             return
         edited = await self.edit_now(index, effect.content, streaming=effect.streaming)
-        self.feed(delivery.outcome(effect.seq, self.loop.time(), edited))
+        self.feed(discord_api.outcome(effect.seq, self.loop.time(), edited))
 
     async def edit_now(self, index: int, content: str, *, streaming: bool) -> Any:
         """Edit message `index`; its final edit (`streaming` False) removes its Stop button."""
         target, message = self.target, self.messages[index]
-        view = None if not streaming and index in self.buttons else delivery.KEEP
+        view = None if not streaming and index in self.buttons else discord_api.KEEP
         edited = await ratelimit.deliver(lambda: target.edit(message, content, view=view))
-        if view is None and delivery.message_of(edited) is not None:
+        if view is None and discord_api.message_of(edited) is not None:
             self.buttons.pop(index).stop()
         return edited
 
     async def send_embed(self, effect: SendEmbed) -> None:
         target, spec = self.target, effect.embed
         sent = await ratelimit.deliver(lambda: target.embed(spec))
-        self.feed(delivery.outcome(effect.seq, self.loop.time(), sent))
+        self.feed(discord_api.outcome(effect.seq, self.loop.time(), sent))
 
     async def typing(self) -> None:
         # Cosmetic: only when the budget has room now, never late (a failure changes nothing).

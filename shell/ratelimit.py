@@ -41,7 +41,7 @@ from cordstream.domain.pacing import (
     Window,
     channel_spacing,
 )
-from cordstream.shell import budgets, delivery
+from cordstream.shell import budgets, discord_api
 from cordstream.shell.budgets import (
     channel_budget,
     global_budget,
@@ -190,7 +190,7 @@ async def deliver(send: Callable[[], Awaitable[IOResultE[T]]]) -> IOResultE[T]:
         await turns.acquire()
         result = await send()
         tries += 1
-        match pacing.after_try(delivery.retry_after(result), tries):
+        match pacing.after_try(discord_api.retry_after(result), tries):
             case pacing.SendAgain(after):
                 await asyncio.sleep(after)
             case pacing.KeepResult():

@@ -9,7 +9,7 @@ context's `allowed_mentions` on every request (F1), and `StreamResult.messages` 
 holds (F2).
 
 `ChannelTarget` is a channel, thread or DM: `Messageable.send`, `Message.edit` and the
-channel's typing indicator (`cordstream.shell.delivery`). Any object with an int `id`, a `send`
+channel's typing indicator (`cordstream.shell.discord_api`). Any object with an int `id`, a `send`
 and a `typing` will do.
 
 `InteractionTarget` answers a `discord.Interaction` (K1). The one idea: where the interaction's
@@ -43,7 +43,7 @@ from returns.future import future_safe
 
 from cordstream.domain import EmbedSpec, StreamStatus
 from cordstream.domain import interaction as answers
-from cordstream.shell import delivery
+from cordstream.shell import discord_api
 from cordstream.shell.context import StreamContext
 
 if TYPE_CHECKING:
@@ -85,18 +85,18 @@ class Target(Protocol):
         ...
 
     def send(
-        self, content: str, *, reply_to: delivery.ReplyTo, view: discord.ui.View | None
-    ) -> delivery.Sending:
+        self, content: str, *, reply_to: discord_api.ReplyTo, view: discord.ui.View | None
+    ) -> discord_api.Sending:
         """A new message of the stream (F1; `view`: a Stop button on it, K2)."""
         ...
 
     def edit(
         self, message: discord.Message, content: str, *, view: discord.ui.View | None
-    ) -> delivery.Sending:
+    ) -> discord_api.Sending:
         """An edit of a message the stream created (L; `view`: `KEEP`, or None to remove)."""
         ...
 
-    def embed(self, spec: EmbedSpec) -> delivery.Sending:
+    def embed(self, spec: EmbedSpec) -> discord_api.Sending:
         """An error, timeout or warning embed (G)."""
         ...
 
@@ -150,24 +150,24 @@ class ChannelTarget:
         return None
 
     def send(
-        self, content: str, *, reply_to: delivery.ReplyTo, view: discord.ui.View | None
-    ) -> delivery.Sending:
+        self, content: str, *, reply_to: discord_api.ReplyTo, view: discord.ui.View | None
+    ) -> discord_api.Sending:
         mentions = self.allowed_mentions
-        return delivery.send_message(
+        return discord_api.send_message(
             self.channel, content, reply_to=reply_to, allowed_mentions=mentions, view=view
         )
 
     def edit(
         self, message: discord.Message, content: str, *, view: discord.ui.View | None
-    ) -> delivery.Sending:
+    ) -> discord_api.Sending:
         mentions = self.allowed_mentions
-        return delivery.edit_message(message, content, allowed_mentions=mentions, view=view)
+        return discord_api.edit_message(message, content, allowed_mentions=mentions, view=view)
 
-    def embed(self, spec: EmbedSpec) -> delivery.Sending:
-        return delivery.send_embed(self.channel, spec, allowed_mentions=self.allowed_mentions)
+    def embed(self, spec: EmbedSpec) -> discord_api.Sending:
+        return discord_api.send_embed(self.channel, spec, allowed_mentions=self.allowed_mentions)
 
     def typing(self) -> Awaitable[object]:
-        return delivery.trigger_typing(self.channel)
+        return discord_api.trigger_typing(self.channel)
 
     async def settle(self, status: StreamStatus | None) -> None:
         return None
@@ -340,16 +340,16 @@ class InteractionTarget:
 
     @future_safe
     async def send(
-        self, content: str, *, reply_to: delivery.ReplyTo, view: discord.ui.View | None
+        self, content: str, *, reply_to: discord_api.ReplyTo, view: discord.ui.View | None
     ) -> discord.Message:
         mentions = self.allowed_mentions
-        components = delivery.KEEP if view is None else view
+        components = discord_api.KEEP if view is None else view
         return await self.new_message(
             {"content": content, "allowed_mentions": mentions, "view": components},
             lambda: self.interaction.followup.send(
                 content, allowed_mentions=mentions, view=components, wait=True
             ),
-            lambda channel: delivery.post(
+            lambda channel: discord_api.post(
                 channel, content, reply_to=None, allowed_mentions=mentions, view=view
             ),
         )
@@ -380,7 +380,7 @@ class InteractionTarget:
 
     @future_safe
     async def embed(self, spec: EmbedSpec) -> discord.Message:
-        embed, mentions = delivery.build_embed(spec), self.allowed_mentions
+        embed, mentions = discord_api.build_embed(spec), self.allowed_mentions
         return await self.new_message(
             {"embed": embed, "allowed_mentions": mentions},
             lambda: self.interaction.followup.send(
@@ -397,7 +397,7 @@ class InteractionTarget:
             channel = self.fallback_channel()
         except Exception:  # pragma: no cover - cosmetic: no channel, no typing
             return
-        await delivery.trigger_typing(channel)
+        await discord_api.trigger_typing(channel)
 
     async def settle(self, status: StreamStatus | None) -> None:
         """Nothing is left "thinking" (K1), as `answers.settle` says."""

@@ -31,8 +31,8 @@ def test_both_stretches_of_the_chunks_path_are_traced() -> None:
     there = figures["hops_there_files"].split(" -> ")
     back = figures["hops_back_files"].split(" -> ")
     assert there[0] == "shell/providers/openai.py"
-    assert there[-1] == "shell/delivery.py"  # the request that sends the message
-    assert back[:2] == ["shell/delivery.py", "shell/orchestrator.py"]  # the answer, as an event
+    assert there[-1] == "shell/discord_api.py"  # the request that sends the message
+    assert back[:2] == ["shell/discord_api.py", "shell/orchestrator.py"]  # the answer, as an event
     assert "domain/machine.py" in there
     assert "domain/machine.py" in back
     there_frames, back_frames = int(figures["hops_there_frames"]), int(figures["hops_back_frames"])

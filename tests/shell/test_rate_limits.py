@@ -41,7 +41,7 @@ from cordstream.shell import (
     StreamConfig,
     StreamContext,
     StreamResult,
-    delivery,
+    discord_api,
     ratelimit,
     set_global_budget,
 )
@@ -272,14 +272,14 @@ def test_F4_retry_after_tells_discords_429_from_every_other_failure(
     status: int, headers: dict[str, str], expected: float | None
 ) -> None:
     result = IOFailure(_http_exception(status, headers))
-    assert delivery.retry_after(result) == expected
+    assert discord_api.retry_after(result) == expected
 
 
 def test_F4_retry_after_is_none_for_a_success_and_for_other_exceptions() -> None:
-    assert delivery.retry_after(IOSuccess("sent")) is None
-    assert delivery.retry_after(IOFailure(ConnectionResetError())) is None
+    assert discord_api.retry_after(IOSuccess("sent")) is None
+    assert discord_api.retry_after(IOFailure(ConnectionResetError())) is None
     rate_limited = discord.RateLimited(120.0)  # discord.py's max_ratelimit_timeout refusal
-    assert delivery.retry_after(IOFailure(rate_limited)) is None
+    assert discord_api.retry_after(IOFailure(rate_limited)) is None
 
 
 # -- a 429 sent again (F4, B13) -----------------------------------------------------------------
