@@ -31,24 +31,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Generic, Literal, TypeAlias, TypeVar
 
-__all__ = [
-    "CHANNEL_MARGIN",
-    "DISCORD_CHANNEL",
-    "DISCORD_GLOBAL",
-    "MAX_RETRY_AFTER",
-    "RETRY_DELAYS",
-    "Budget",
-    "Grant",
-    "KeepResult",
-    "Lane",
-    "Request",
-    "SendAgain",
-    "Turns",
-    "Window",
-    "after_try",
-    "channel_spacing",
-]
-
 K = TypeVar("K")
 
 

@@ -6,26 +6,14 @@ this file is in), and the test reads the JSON object it prints."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.bench import run
 
 
 def test_the_stop_button_figure_is_measured_from_real_clicks() -> None:
     # The script asserts that every click stopped its answer (`stopped_by_user`) and finds the
     # moment each click reached the bot; a few clicks in real time.
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.buttons", "--json", "--clicks", "5"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    figures = json.loads(done.stdout)
+    figures = json.loads(run("bench.buttons", "--json", "--clicks", "5"))
     assert set(figures) == {"button_stop_latency_ms_p50", "button_stop_latency_ms_p99"}
     assert 0 <= figures["button_stop_latency_ms_p50"] <= figures["button_stop_latency_ms_p99"]
     # A sanity bound: tests/shell/test_interactions.py pins K2's 50 ms on virtual time.

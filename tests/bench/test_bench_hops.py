@@ -6,24 +6,12 @@ the test reads what it prints: `name: value`, a list of files as `a -> b -> c`."
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.bench import run
 
 
 def _printed() -> dict[str, str]:
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.hops"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    return dict(line.split(": ", 1) for line in done.stdout.splitlines())
+    printed = run("bench.hops")
+    return dict(line.split(": ", 1) for line in printed.splitlines())
 
 
 def test_both_stretches_of_the_chunks_path_are_traced() -> None:

@@ -26,7 +26,7 @@ import aiohttp
 import discord
 import pytest
 
-from cordstream.shell import StreamConfig
+from cordstream.shell import StreamConfig, StreamResult
 from cordstream.shell.testing import (
     Delay,
     DiscordEmulator,
@@ -83,6 +83,18 @@ async def thinking_id(record: InteractionRecord) -> int:
     await record.wait_until(lambda r: r.thinking, timeout=WAIT)
     assert record.original_id is not None
     return record.original_id
+
+
+def assert_whole_in_the_channel(s: Any, asked: InteractionRecord, result: StreamResult) -> None:
+    """K1, F2: the whole answer is in the channel as the channel's own messages, exactly what
+    the result says, no cursor, and nothing left "thinking"."""
+    assert len(result.messages) >= 3
+    as_written(result.messages, TEXT)
+    assert public_texts(s.api) == list(result.messages)
+    assert all(m.interaction_id is None for m in s.api.messages())
+    assert no_cursor(s.api.messages())
+    assert asked.original is None
+    assert not asked.thinking
 
 
 # ---- K1: a deferral that fails ---------------------------------------------------------------
@@ -167,13 +179,7 @@ async def test_K1_a_deferral_that_fails_delivers_the_whole_answer_in_the_channel
         assert asked.responses == []
         # From its first message on, the whole answer is in the channel, as the channel's own
         # messages; what the channel holds is what the result says (F2), and no "thinking".
-        assert len(result.messages) >= 3
-        as_written(result.messages, TEXT)
-        assert public_texts(s.api) == list(result.messages)
-        assert all(m.interaction_id is None for m in s.api.messages())
-        assert no_cursor(s.api.messages())
-        assert asked.original is None
-        assert not asked.thinking
+        assert_whole_in_the_channel(s, asked, result)
 
 
 # ---- K1: the token's expiry ------------------------------------------------------------------
@@ -205,13 +211,7 @@ async def test_K1_a_token_expiring_while_thinking_deletes_that_message_and_sends
         assert all(c.message_id != thinking for c in history[2:])
         # Nothing lost: the channel holds the whole answer, as the result says (F2), as the
         # channel's own messages, and nothing is left "thinking".
-        assert len(result.messages) >= 3
-        as_written(result.messages, TEXT)
-        assert public_texts(s.api) == list(result.messages)
-        assert all(m.interaction_id is None for m in s.api.messages())
-        assert no_cursor(s.api.messages())
-        assert asked.original is None
-        assert not asked.thinking
+        assert_whole_in_the_channel(s, asked, result)
 
 
 @pytest.mark.asyncio
