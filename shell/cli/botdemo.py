@@ -36,8 +36,7 @@ from cordstream.shell.config import StreamConfig
 from cordstream.shell.orchestrator import StreamOrchestrator
 from cordstream.shell.providers.base import ToolOutcome
 from cordstream.shell.stops import StopRegistry
-from cordstream.shell.testing.emulator import DiscordEmulator, SentMessage
-from cordstream.shell.testing.gateway import local_bot
+from cordstream.shell.testing.emulator import DiscordEmulator, SentMessage, local_bot
 from cordstream.shell.testing.script import Do, Hang, ScriptProvider, Sleep, Step
 from cordstream.shell.turn import TurnResult
 

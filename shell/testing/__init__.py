@@ -42,6 +42,7 @@ from cordstream.shell.testing.emulator import (
     RecordedRequest,
     SentMessage,
     discord_client,
+    local_bot,
     local_discord,
 )
 from cordstream.shell.testing.gateway import (
@@ -49,7 +50,6 @@ from cordstream.shell.testing.gateway import (
     GatewayFrame,
     GuildMember,
     InteractionRecord,
-    local_bot,
 )
 from cordstream.shell.testing.script import Do, Hang, Raw, ScriptProvider, Sleep, Step
 from cordstream.shell.testing.sse import ModelServer, Reply, sse, sse_done

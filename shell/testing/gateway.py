@@ -95,21 +95,19 @@ import json
 import re
 import secrets
 import zlib
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, TypeVar
 
 import discord
 import discord.http
-import yarl
 from aiohttp import WSMessage, WSMsgType, web
-from discord.gateway import DiscordWebSocket
 
-from cordstream.shell.testing.emulator import (
+from cordstream.shell.testing.wire import (
     Change,
-    DiscordEmulator,
+    Emulator,
     JSONObject,
     Pings,
     RouteKind,
@@ -134,7 +132,6 @@ __all__ = [
     "InteractionKind",
     "InteractionRecord",
     "InteractionState",
-    "local_bot",
 ]
 
 # Opcodes
@@ -399,7 +396,7 @@ class Gateway:
 
     def __init__(
         self,
-        emulator: DiscordEmulator,
+        emulator: Emulator,
         *,
         heartbeat_interval: float,
         interaction_ttl: float,
@@ -1729,62 +1726,3 @@ def _zstd() -> Callable[[bytes], bytes] | None:
     stream = module.ZstdCompressor().compressobj()
     block: Any = module.COMPRESSOBJ_FLUSH_BLOCK
     return lambda data: bytes(stream.compress(data) + stream.flush(block))
-
-
-@asynccontextmanager
-async def local_bot(
-    bot: discord.Client, emulator: DiscordEmulator | None = None, *, timeout: float = 30.0
-) -> AsyncIterator[DiscordEmulator]:
-    """Run `bot` against `emulator` (a new `DiscordEmulator()` by default, started unless it
-    is): discord.py's REST base and default gateway point at it for the duration (process-wide:
-    every bot in the process talks to this emulator then), the bot logs in, `bot.connect()` runs
-    in a task, and the block begins once the bot is ready (`on_ready`, within `timeout` seconds
-    of loop time, else TimeoutError; a bot that fails to log in or connect raises its error).
-    On exit the bot is closed and its task awaited, then the emulator is closed if it was
-    started here. Several bots may run on one emulator, each in its own `local_bot`.
-
-        async with local_bot(bot) as api:
-            await api.user_says(api.add_member("alice"), "hello")
-
-    discord.py waits `guild_ready_timeout` (2 s by default) after the last GUILD_CREATE before
-    `on_ready`: instant on looptime's clock, or pass `guild_ready_timeout=` to the bot."""
-    api = DiscordEmulator() if emulator is None else emulator
-    async with AsyncExitStack() as stack:
-        if not api.started:
-            await stack.enter_async_context(api)
-        previous_base, previous_gateway = discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY
-        discord.http.Route.BASE = api.base_url
-        DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(api.gateway_url)
-        running: asyncio.Task[None] | None = None
-        try:
-            await bot.login(api.token)
-            running = asyncio.create_task(bot.connect(), name="cordstream local_bot")
-            await _until_ready(bot, running, timeout)
-            yield api
-        finally:
-            try:
-                await bot.close()
-                if running is not None:
-                    await running
-            finally:
-                discord.http.Route.BASE = previous_base
-                DiscordWebSocket.DEFAULT_GATEWAY = previous_gateway
-
-
-async def _until_ready(bot: discord.Client, running: asyncio.Task[None], timeout: float) -> None:
-    waiting = asyncio.create_task(bot.wait_until_ready())
-    try:
-        done, _ = await asyncio.wait(
-            {waiting, running}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-        )
-    finally:
-        if not waiting.done():
-            waiting.cancel()
-            with suppress(asyncio.CancelledError):
-                await waiting
-    if waiting in done:
-        return
-    if running in done:
-        running.result()  # its error, if it failed
-        raise RuntimeError("the bot stopped before it was ready")
-    raise TimeoutError(f"the bot was not ready within {timeout} s")
