@@ -1,10 +1,8 @@
 """A local Discord REST emulator that a real `discord.Client` can talk to.
 
 An aiohttp server on 127.0.0.1 (random port) serving the part of Discord's REST API v10 that
-cordstream uses: `Client.login()` (`GET /users/@me`, `GET /oauth2/applications/@me`),
-`fetch_channel` (a guild text channel), `fetch_message`, sending and editing messages (JSON
-bodies), and the typing indicator. Replies are shaped the way discord.py parses them:
-`Content-Type: application/json` exactly, complete message objects, Discord's error codes.
+cordstream and a bot use, with replies shaped the way discord.py parses them
+(`Content-Type: application/json` exactly, complete message objects, Discord's error codes):
 
     async with DiscordEmulator() as discord_api, discord_client(discord_api) as client:
         channel = await client.fetch_channel(discord_api.channel_id)
@@ -12,77 +10,15 @@ bodies), and the typing indicator. Replies are shaped the way discord.py parses 
         await channel.send("hi")                    # discord.py waits 2 s, then retries
         assert discord_api.text() == "hi"
 
-It records every request (`requests`) and each channel's transcript (`messages()`): the
-messages Discord accepted, with the mentions that would ping according to Discord's rules.
-Each channel also keeps its history (`history()`): every change to what it showed, in order,
-as a `Change(at, kind, message_id, content, channel_id, embeds)` — a message created
-(`"create"`), edited (`"edit"`, with the content after the edit) or deleted by a moderator
-(`"delete"`, with the content it showed until then) — stamped with the event loop's time when
-the request was accepted (the transcript holds only each message's latest content). A refused
-request (a 429, an error, a fault) changes nothing and leaves no entry; a request delayed by
-`Delay` is stamped when its delay is over. `on_message(listener)` calls a listener with each
-accepted message, `on_change(listener)` with each change; both return the function that
-removes the listener. `wait_for_message(pick)` waits until a message of the channel satisfies
-`pick`.
-
-Faults are injected on demand, first in first out: `inject(fault, route=..., times=...)`.
-A faulted request is not accepted (no transcript entry), except `Delay(...)` without `then`,
-which answers normally after the delay. Every wait is an `asyncio.sleep`, so virtual time
-(looptime) applies to the emulator as it does to discord.py's retries.
-
-A JSON body holding a lone surrogate (an escaped `\\ud800`, which has no UTF-8 form) is answered
-400 50109 "invalid JSON", like a malformed body, before anything is recorded in a transcript
-(its `RecordedRequest.json` is None, as for malformed JSON). What real Discord answers is not
-known; a surrogate pair is decoded to the character it encodes, as by any JSON parser.
-
-Discord's rate limits are an option, off by default (so a test's timing is what its faults
-make it): `DiscordEmulator(rate_limits=RateLimits())`, or assign `rate_limits` later (say,
-after a test's setup requests). With them on:
-
-- each channel has a bucket per route kind: message create (`send`), message edit (`edit`) and
-  typing, about 5 requests per 5 s each as on Discord (`Limit(requests, per)`, configurable);
-- every request of the bot, on any route, counts toward the global limit, 50 per second;
-- a window opens with the first request after the previous window ended and holds `requests`
-  requests for `per` seconds, as a Discord bucket does (`X-RateLimit-Reset-After` counts down
-  from that first request). Time is the event loop's clock, so looptime applies;
-- every answer on a limited route carries the bucket's headers as discord.py reads them:
-  `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (epoch seconds),
-  `X-RateLimit-Reset-After` (seconds, rounded up to the millisecond) and `X-RateLimit-Bucket`
-  (one hash per route kind; discord.py adds the channel id);
-- a request over its bucket is answered 429 with `Via`, a JSON body `{"retry_after", "global":
-  false}` and `X-RateLimit-Scope: user`; a request over the global limit 429 with `"global":
-  true`, `X-RateLimit-Global: true` and `X-RateLimit-Scope: global`. A 429 is not accepted
-  and uses nothing of the bucket it was refused by; a request refused by its bucket has passed
-  the global limit and counts toward it (it reached the API);
-- the limits are checked when a request arrives, before injected faults, which then apply to
-  the requests the limits let through;
-- `rate_limit_hits` counts the 429s the limits answered, by `"global"` or the route kind
-  (`"send"`, `"edit"`, `"typing"`), and `RecordedRequest.rate_limited` marks each one
-  (`"global"` or `"route"`). Injected `RateLimited` faults are not counted there.
-
-The gateway (`cordstream.shell.testing.gateway`, reached through `local_bot` or a client's own
-`connect()`) makes the emulator a Discord a whole bot runs against: a websocket on 127.0.0.1 that
-delivers READY, the guild (channels, roles, members), users' messages (`user_says`), slash
-commands (`slash`) and button clicks (`click`), and resumes a dropped connection
-(`drop_gateway`). The interaction routes it needs are served here, recorded like every request
-(kind `"interaction"`; faults apply to them): the interaction callback, the original response
-(get, edit), follow-ups (send, get, edit), and application-command sync (kind `"commands"`).
-Messages created through an interaction join the channel's transcript and history like any
-other (their `SentMessage.interaction_id` says which); ephemeral ones do not, and are kept per
-interaction and per user (`ephemeral_messages`). Message components (buttons, selects) are
-stored on messages, checked lightly and returned. See that module for what the gateway matches
-of Discord and what it leaves out.
-
-Deletes: the bot may delete its own messages (`DELETE /channels/{id}/messages/{id}`, and an
-interaction's responses through its token); a moderator's deletion is `delete_message`.
-
-Not implemented: attachments (multipart bodies are refused with 400), reactions,
-deleting other users' messages (403), threads, stickers, polls,
-forwards (message_reference type 1), permissions on the REST routes (use the 403 faults),
-buckets for the routes other than send, edit and typing, shared buckets across channels,
-Cloudflare's invalid-request ban, content trimming, and code-block awareness of mentions (a
-mention inside backticks is counted as a ping, which errs on the side of reporting one; so is a
-ping in a message flagged SUPPRESS_NOTIFICATIONS, or in an edit).
+The one idea: the emulator is Discord's state as data, changed only by requests it accepts.
+It records every request (`requests`), each channel's transcript (`messages()`) and history
+(`history()`, every change stamped with the loop's time), and a refused request (a 429, an
+error, an injected fault) changes nothing. Every wait is an `asyncio.sleep`, so virtual time
+(looptime) applies to it as to discord.py's retries. Discord's rate limits are an option
+(`RateLimits`); faults are injected first in first out (`inject`). The gateway
+(`cordstream.shell.testing.gateway`) makes it a Discord a whole bot runs against; the wire
+both speak is `cordstream.shell.testing.wire`. It never talks to the network beyond
+127.0.0.1. What it matches of Discord, and what it leaves out, is in `docs/testing.md`.
 """
 
 from __future__ import annotations

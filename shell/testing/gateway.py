@@ -10,80 +10,16 @@ events.
         await asked.wait_until(lambda i: i.state == "responded" and not i.thinking)
         assert asked.original is not None and asked.original.content == "because"
 
-`local_bot(bot)` starts the emulator (unless it is), points discord.py at it (`Route.BASE` and
-`DiscordWebSocket.DEFAULT_GATEWAY`, process-wide, restored on exit), logs the bot in, runs
-`bot.connect()` in a task and waits for `on_ready`; on exit it closes the bot and waits for its
-task. The emulator's `gateway` (a `Gateway`) records each payload both ways (`frames`,
-`wait_frames`) and the URL of each connection (`urls`).
-
-The websocket (`ws://127.0.0.1:PORT/gateway`, also answered by `GET /gateway/bot` and
-`GET /gateway`) speaks Discord's gateway v10, JSON encoding, uncompressed or with the transport
-compression discord.py asks for: `compress=zlib-stream` (one zlib stream per connection, each
-payload flushed with Z_SYNC_FLUSH) or `compress=zstd-stream` (when `zstandard` or Python
-3.14's `compression.zstd` is importable, as discord.py itself requires). It matches Discord in:
-
-- HELLO with `heartbeat_interval` (`DiscordEmulator(heartbeat_interval=...)`, seconds); every
-  HEARTBEAT is answered HEARTBEAT_ACK; `request_heartbeat()` asks the client for one (op 1);
-- IDENTIFY (the bot's token, else close 4004; twice, 4005; anything but a heartbeat before it,
-  4003; an unknown opcode, 4001) → READY (the bot's user, its application id, `session_id`,
-  `resume_gateway_url`, the guild as unavailable), then GUILD_CREATE: the guild, its text
-  channels, its roles (@everyone; Moderators, with Manage Messages; the bot's managed role) and
-  its members (GUILD_CREATE is sent whatever the intents). As on Discord, it carries every
-  member only to a bot with the GUILD_PRESENCES intent, else only the bot itself;
-  REQUEST_GUILD_MEMBERS (op 8, what discord.py sends with the GUILD_MEMBERS intent) is
-  answered with GUILD_MEMBERS_CHUNK;
-- each session numbers its dispatches (`s`) and keeps them: RESUME (session id, token and the
-  last `s` seen) replays what the client missed, in order, then RESUMED; an unknown session
-  gets INVALID_SESSION (`d: false`), and the client identifies again. A client closing with
-  1000 or 1001 ends its session (as `bot.close()` does); `drop()` cuts connections without a
-  close frame (resumable, or not: the session is forgotten); closing the emulator closes every
-  connection with 1001 and refuses new ones;
-- MESSAGE_CREATE for each user's message (`user_says`) and each message the bot's own requests
-  create (MESSAGE_UPDATE for an edit, MESSAGE_DELETE for a moderator's `delete_message`), with
-  `guild_id` and the author's `member`, to a bot with the GUILD_MESSAGES intent; without
-  MESSAGE_CONTENT a message's content, embeds and components are empty unless the bot wrote it
-  or is mentioned in it; CHANNEL_CREATE/CHANNEL_DELETE for `add_channel`/`delete_channel`
-  (GUILDS), GUILD_MEMBER_ADD for `add_member` (GUILD_MEMBERS). (`post_user_message` stays
-  what it was: a message in the channel that no event announces.)
-- INTERACTION_CREATE for a slash command (`slash`: options typed from the synced command when
-  there is one, else from their Python type; subcommands by name, "group sub") and for a
-  component click (`click`: a button or a select on a message, refused for a disabled or link
-  button, or someone else's ephemeral message), with the member and their permissions in the
-  channel. Each returns an `InteractionRecord`.
-
-What the bot answers to an interaction goes through the emulator's REST routes (recorded in
-`requests`, kind `"interaction"`, open to `inject`): the callback (`POST /interactions/{id}/
-{token}/callback`, types 4 CHANNEL_MESSAGE_WITH_SOURCE, 5 DEFERRED_CHANNEL_MESSAGE_WITH_SOURCE,
-6 DEFERRED_UPDATE_MESSAGE and 7 UPDATE_MESSAGE, the last two for components only; flag 64
-makes it ephemeral), the original response (`GET`/`PATCH /webhooks/{app}/{token}/messages/
-@original`), follow-ups (`POST /webhooks/{app}/{token}`, `?wait=true` for the message) and
-their edits (`GET`/`PATCH .../messages/{id}`). As on Discord:
-
-- a second callback is refused 400 40060 "Interaction has already been acknowledged."; a
-  callback later than `interaction_deadline` (3 s, loop time) after the interaction 404 10062
-  "Unknown interaction"; the webhook of an interaction not acknowledged yet is 404 10015;
-- a deferral (type 5) shows a "thinking" message (content "", flag LOADING 128) until the
-  original response is edited or a first follow-up is sent: Discord folds that follow-up into
-  the original (same message, the deferral's visibility, the follow-up's ephemeral flag
-  ignored); after type 6 or 7 the original response is the message clicked on;
-- the token is valid `interaction_ttl` seconds (15 minutes, loop time) or until
-  `expire(...)`: after that every callback and webhook route answers 401 50027 "Invalid Webhook
-  Token" (discord.py raises `discord.HTTPException`); the public messages stay editable through
-  the channel's routes, the ephemeral ones are not (404 10008, as through any channel route);
-- public messages join the channel's transcript and history (with `interaction_id`) and are
-  dispatched as MESSAGE_CREATE; ephemeral ones are kept apart, per interaction
-  (`InteractionRecord.ephemeral`) and per user (`ephemeral_messages`);
-- application commands: `GET`/`PUT`/`POST /applications/{app}/commands` and the guild's
-  (`.../guilds/{guild}/commands`), so `bot.tree.sync()` works; a bulk overwrite keeps the id of
-  a command that stays (same type and name). `commands()` lists them.
-
-Left out: ETF encoding, payload compression (IDENTIFY's `compress`, which discord.py's transport
-compression makes moot), sharding (every session gets every event), the gateway's send limit
-(120 per minute), closing a connection whose heartbeats stop (no zombie detection: discord.py
-heartbeats from a thread on the real clock, while tests run on looptime's), RECONNECT (op 7),
-presences and voice, privileged intents being refused (4014), an unavailable guild, threads,
-DMs, autocomplete, modals, deleting interaction messages, attachments, and interaction routes'
-rate limits (they are not counted against the global limit, as on Discord).
+The one idea: a test plays Discord's side of the websocket. `Gateway` speaks gateway v10
+(HELLO, IDENTIFY/READY, GUILD_CREATE, heartbeats, RESUME with replay, zlib-stream or
+zstd-stream), turns what a test does (`user_says`, `slash`, `click`) into the dispatches a bot
+would receive, and serves the interaction routes (the callback, the original response,
+follow-ups, command sync) with Discord's deadlines and token lifetime, recording each
+interaction as an `InteractionRecord` a test waits on. It reaches the emulator's state through
+the `Emulator` protocol (`cordstream.shell.testing.wire`), so the two modules form no import
+cycle; `local_bot` (in `emulator.py`) wires a bot to both. Everything runs on the event loop's
+clock, so looptime applies. What it matches of Discord, and what it leaves out, is in
+`docs/testing.md`.
 """
 
 from __future__ import annotations
