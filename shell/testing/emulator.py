@@ -910,6 +910,13 @@ class DiscordEmulator:
             user["bot"] = True
         return user
 
+    def _thinking_message(self, message_id: int, channel_id: int, flags: int) -> JSONObject:
+        """A deferral's "thinking" message: the bot's, empty, with `flags` (the gateway's)."""
+        author = self._user(self.user_id, name=self.bot_name, bot=True)
+        return self._wire_message(
+            message_id, channel_id, author=author, content="", embeds=[], flags=flags, pings=Pings()
+        )
+
     def _wire_message(
         self,
         message_id: int,

@@ -1405,15 +1405,7 @@ class Gateway:
         channel = emulator._live_channel(record.channel_id)
         message_id = emulator._snowflake()
         flags = LOADING | (flags & EPHEMERAL)
-        wire = emulator._wire_message(
-            message_id,
-            channel.id,
-            author=self._user_json(self._members[emulator.user_id]),
-            content="",
-            embeds=[],
-            flags=flags,
-            pings=Pings(),
-        )
+        wire = emulator._thinking_message(message_id, channel.id, flags)
         self._decorate(record, wire)
         sent = SentMessage(
             id=message_id,

@@ -429,17 +429,7 @@ class Emulator(Protocol):
     def _new_message(
         self, channel: _Channel, body: JSONObject, *, interaction_id: int | None = None
     ) -> tuple[JSONObject, SentMessage]: ...
-    def _wire_message(
-        self,
-        message_id: int,
-        channel_id: int,
-        *,
-        author: JSONObject,
-        content: str,
-        embeds: list[JSONObject],
-        flags: int,
-        pings: Pings,
-    ) -> JSONObject: ...
+    def _thinking_message(self, message_id: int, channel_id: int, flags: int) -> JSONObject: ...
     def delete_message(
         self, message_id: int, *, channel_id: int | None = None
     ) -> SentMessage | None: ...

@@ -14,12 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cordstream.domain import pacing
 from cordstream.domain.pacing import (
-    CHANNEL_MARGIN,
-    DISCORD_CHANNEL,
-    DISCORD_GLOBAL,
-    MAX_RETRY_AFTER,
-    RETRY_DELAYS,
     Budget,
     Grant,
     KeepResult,
@@ -86,18 +82,18 @@ def test_F4_answering_leaves_the_window_as_it_was() -> None:
 
 
 def test_L2_a_channel_budget_is_spent_evenly_plus_the_margin() -> None:
-    assert channel_spacing(DISCORD_CHANNEL) == Budget(1, 5.0 / 5 + CHANNEL_MARGIN)
-    assert channel_spacing(Budget(4, 2.0)) == Budget(1, 0.5 + CHANNEL_MARGIN)
+    assert channel_spacing(pacing.DISCORD_CHANNEL) == Budget(1, 5.0 / 5 + pacing.CHANNEL_MARGIN)
+    assert channel_spacing(Budget(4, 2.0)) == Budget(1, 0.5 + pacing.CHANNEL_MARGIN)
 
 
 def test_L2_two_requests_in_one_channel_go_one_spacing_apart() -> None:
     turns: Turns[str] = Turns()
-    lane = (channel_spacing(DISCORD_CHANNEL), turns.channel(7))
+    lane = (channel_spacing(pacing.DISCORD_CHANNEL), turns.channel(7))
     request = Request((lane,), with_global=False)
-    assert turns.try_take(request, DISCORD_GLOBAL, 0.0)
+    assert turns.try_take(request, pacing.DISCORD_GLOBAL, 0.0)
     turns.join("second", request)
-    assert turns.grant(0.0, DISCORD_GLOBAL, _never_gone) == Grant((), 1.1)
-    assert turns.grant(1.1, DISCORD_GLOBAL, _never_gone) == Grant(("second",), None)
+    assert turns.grant(0.0, pacing.DISCORD_GLOBAL, _never_gone) == Grant((), 1.1)
+    assert turns.grant(1.1, pacing.DISCORD_GLOBAL, _never_gone) == Grant(("second",), None)
 
 
 def test_L2_each_channel_has_a_lane_of_its_own() -> None:
@@ -108,7 +104,7 @@ def test_L2_each_channel_has_a_lane_of_its_own() -> None:
 
 def test_L2_a_channel_turn_takes_nothing_from_the_global_window() -> None:
     turns: Turns[str] = Turns()
-    lane = (channel_spacing(DISCORD_CHANNEL), turns.channel(7))
+    lane = (channel_spacing(pacing.DISCORD_CHANNEL), turns.channel(7))
     assert turns.try_take(Request((lane,), with_global=False), Budget(1, 1.0), 0.0)
     assert not turns.window.sent
     assert turns.try_take(Request(), Budget(1, 1.0), 0.0)
@@ -203,7 +199,7 @@ def test_F4_a_try_that_was_not_discords_429_keeps_its_result() -> None:
     assert after_try(None, 1) == KeepResult("not a 429")
 
 
-@pytest.mark.parametrize(("tries", "delay"), list(enumerate(RETRY_DELAYS, start=1)))
+@pytest.mark.parametrize(("tries", "delay"), list(enumerate(pacing.RETRY_DELAYS, start=1)))
 def test_F4_a_429_is_sent_again_after_the_backoff_when_discord_asks_less(
     tries: int, delay: float
 ) -> None:
@@ -215,13 +211,13 @@ def test_F4_a_429_is_sent_again_after_retry_after_when_it_is_longer_than_the_bac
 
 
 def test_F4_a_429_asking_more_than_max_retry_after_keeps_its_result() -> None:
-    assert after_try(MAX_RETRY_AFTER, 1) == SendAgain(MAX_RETRY_AFTER)
-    assert after_try(MAX_RETRY_AFTER + 0.1, 1) == KeepResult("wait too long")
+    assert after_try(pacing.MAX_RETRY_AFTER, 1) == SendAgain(pacing.MAX_RETRY_AFTER)
+    assert after_try(pacing.MAX_RETRY_AFTER + 0.1, 1) == KeepResult("wait too long")
 
 
 def test_F4_a_send_is_tried_once_more_per_backoff_entry_and_no_more() -> None:
-    assert isinstance(after_try(1.0, len(RETRY_DELAYS)), SendAgain)
-    assert after_try(1.0, len(RETRY_DELAYS) + 1) == KeepResult("tries spent")
+    assert isinstance(after_try(1.0, len(pacing.RETRY_DELAYS)), SendAgain)
+    assert after_try(1.0, len(pacing.RETRY_DELAYS) + 1) == KeepResult("tries spent")
 
 
 # -- properties ----------------------------------------------------------------------------------
