@@ -570,3 +570,15 @@ def test_G4_redact_head_reads_a_window_of_a_huge_text_even_with_values() -> None
     secrets = Secrets.of([_REGISTERED])
     text = ("word " * 2_000_000) + _REGISTERED
     assert len(redact_head(text, 100, secrets)) < 1000
+
+
+def test_G4_redact_head_redacts_a_text_within_its_window_whole() -> None:
+    # Up to the window (4 × limit + 256 characters) the whole text is redacted and shown; only
+    # a longer one is cut at a separator.
+    limit = 10
+    window = 4 * limit + 256
+    text = ("a " * window)[: window - 1] + "b"
+    assert len(text) == window
+    assert redact_head(text, limit) == redact(text) == text
+    longer = text + " c"
+    assert redact_head(longer, limit) == text[: text.rfind(" ") + 1]

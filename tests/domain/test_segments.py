@@ -1245,3 +1245,13 @@ def test_E1_a_newline_that_is_the_last_character_waits_for_the_next() -> None:
     pieces = Pieces()
     assert pieces.feed("One line\n") == []  # what follows may still change how it is cut
     assert pieces.feed("Two") == ["One line\n"]
+
+
+def test_E2_an_overflow_cut_with_no_line_or_sentence_end_falls_at_a_space() -> None:
+    # Held prose (an open parenthesis) with spaces but no newline and no sentence end: each cut
+    # falls after a space, never inside a word (the grapheme cut is the last resort).
+    text = "(" + "word " * 900
+    pieces = segments._cut(text, 1950)
+    assert len(pieces) > 1
+    assert "".join(piece.body for piece in pieces) == text
+    assert all(piece.body.endswith(" ") for piece in pieces[:-1])
