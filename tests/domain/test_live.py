@@ -693,3 +693,12 @@ def test_F3_L8_a_limit_on_creates_is_a_named_value() -> None:
     after, tail, limit = lives.granted(live, "two", config, ending=False, embed=None)
     assert limit == LimitReached("flush_limit")
     assert (after.in_flight, tail) == (None, "two")  # nothing was sent
+
+
+def test_E3_L5_a_block_is_not_cut_before_its_closing_fence_alone() -> None:
+    # The room runs out right before the block's closing fence: cut there, the next message
+    # would be an empty block. The block fits whole (179 of 200 characters), so it goes whole.
+    body = "".join("y" * 9 + "\n" for _ in range(17)) + "z\n"
+    block = "```\n" + body + "```"
+    _, result = run_live(block, size=len(block), max_message_length=200)
+    assert result.messages == (block,)
