@@ -123,6 +123,8 @@ class ProviderTask:
         spent; `hurry`: the caller was cancelled. True if the caller was cancelled meanwhile."""
         task = self.task
         if task is None or task.done():
+            if self.timer is not None:  # B11: its done callback may not have run yet
+                self.timer.cancel()
             return False
         if hurry:
             self.hurry()
