@@ -7,6 +7,8 @@ arrival, caller's departure or wake-up to the next and calls back as `shell/rate
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -358,3 +360,22 @@ def test_F4_each_request_goes_at_the_earliest_moment_its_window_and_the_order_al
             times[i - budget.requests] + budget.per if i >= budget.requests else 0.0,
         )
         assert at == pytest.approx(earliest)
+
+
+@pytest.mark.parametrize(
+    ("requests", "per", "error", "message"),
+    [
+        (True, 1.0, TypeError, "Budget.requests must be an int"),
+        (2.0, 1.0, TypeError, "Budget.requests must be an int"),
+        (0, 1.0, ValueError, "Budget.requests must be at least 1"),
+        (5, "5", TypeError, "Budget.per must be a number of seconds"),
+        (5, True, TypeError, "Budget.per must be a number of seconds"),
+        (5, 0.0, ValueError, "Budget.per must be a positive number of seconds"),
+        (5, math.inf, ValueError, "Budget.per must be a positive number of seconds"),
+    ],
+)
+def test_F4_a_budget_names_what_is_wrong_with_it(
+    requests: object, per: object, error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        Budget(requests, per)  # type: ignore[arg-type]  # the wrong types are the point
