@@ -27,6 +27,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, Final, Protocol
 
 import discord
+from returns.io import IOResultE
 
 from cordstream.domain import (
     DiscordFailure,
@@ -146,7 +147,9 @@ class Courier:
         edited = await self.edit_now(index, effect.content, streaming=effect.streaming)
         self.feed(discord_api.outcome(effect.seq, self.loop.time(), edited))
 
-    async def edit_now(self, index: int, content: str, *, streaming: bool) -> Any:
+    async def edit_now(
+        self, index: int, content: str, *, streaming: bool
+    ) -> IOResultE[discord.Message]:
         """Edit message `index`; its final edit (`streaming` False) removes its Stop button."""
         target, message = self.target, self.messages[index]
         view = None if not streaming and index in self.buttons else discord_api.KEEP
