@@ -3,7 +3,7 @@
 The reducer (`cordstream.domain.machine`) keeps the phases, the routing and stop resolution;
 what happens to the visible text from there, and what Discord accepted of it, is delivery's,
 chosen by `StreamConfig.delivery`. The state holds one value of the sum type `DeliveryState`
-(`Core.delivery`):
+(`StreamState.delivery`):
 
 - `Messages` (messages delivery): the segmenter (`segments`) finds the pieces and the outbox
   (`outbox`) packs them into messages, paces them and keeps what Discord accepted; its policy
@@ -53,7 +53,7 @@ class Messages:
 
 
 DeliveryState: TypeAlias = Messages | lives.Live
-"""The one delivery value a state holds (`Core.delivery`)."""
+"""The one delivery value a state holds (`StreamState.delivery`)."""
 
 
 def initial(config: StreamConfig) -> DeliveryState:

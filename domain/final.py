@@ -44,7 +44,7 @@ def cancel_edits(
     messages carry a Stop button (K2), so an edit goes even where the content is the same."""
     for answer in late:
         state, _ = step(state, answer)  # what it would do next is not done: the call is over
-    live = state.core.live
+    live = state.live
     if live is None:
         return ()  # messages delivery never edits
     edits: list[FinalEdit] = []

@@ -16,9 +16,9 @@ decided and delivery drains (one Discord request at a time), then an embed if on
 `Finish`; a stop or follow-up arriving meanwhile is `requests.resolve`'s to weigh (C2, C5–C7).
 *finished*: every event is a no-op; `Finish` is emitted exactly once.
 
-Delivery is one value of the state (`Core.delivery`: messages delivery's or live delivery's),
-driven through one interface (`delivery.Delivery`), so the reducer never asks which one it
-drives. What a result reports besides is `record`'s; how a stream ends is `outcome`'s.
+Delivery is one value of the state (`StreamState.delivery`: messages delivery's or live
+delivery's), driven through one interface (`delivery.Delivery`), so the reducer never asks
+which one it drives. What a result reports besides is `record`'s; how a stream ends is `outcome`'s.
 
 Time is data (aioquic style). The state holds the inactivity `deadline`; the shell's timer is
 armed by `ArmTimer(at)` and reports `TimerFired(armed_for=at)`. A chunk only moves the deadline;
@@ -40,21 +40,10 @@ from dataclasses import replace
 from typing import Final, assert_never
 
 from cordstream.domain import capture, chunks, delivery, events
+from cordstream.domain import effects as fx
 from cordstream.domain import outcome as outcomes
 from cordstream.domain import record as records
 from cordstream.domain.chunks import DoneChunk, ErrorChunk, FunctionCallChunk, TextChunk
-from cordstream.domain.effects import (
-    ArmTimer,
-    AwaitTurn,
-    CloseProvider,
-    ConsumeRequest,
-    EditMessage,
-    Effect,
-    Finish,
-    SendEmbed,
-    SendMessage,
-    TypingPause,
-)
 from cordstream.domain.outbox import Limit, LimitReached
 from cordstream.domain.outcome import Ending
 from cordstream.domain.requests import StopRequest, resolve
@@ -63,10 +52,10 @@ from cordstream.domain.state import Core, StreamState, initial_state
 
 __all__ = ["StreamState", "abandon", "initial_state", "step"]
 
-_NO_EFFECTS: Final[tuple[Effect, ...]] = ()
+_NO_EFFECTS: Final[tuple[fx.Effect, ...]] = ()
 
 
-def step(state: StreamState, event: events.Event) -> tuple[StreamState, tuple[Effect, ...]]:
+def step(state: StreamState, event: events.Event) -> tuple[StreamState, tuple[fx.Effect, ...]]:
     """Apply one event. Total: any event in any phase gives a state and effects, never raises."""
     # The hot path (E10): plain text that completes no line and needs no capture.
     if type(event) is events.ChunkArrived:
@@ -76,10 +65,11 @@ def step(state: StreamState, event: events.Event) -> tuple[StreamState, tuple[Ef
             # The first serving provider is recorded (B5).
             if chunk.serving_provider is None or core.record.serving_provider is not None:
                 text = chunk.content
-                tail = core.delivery.try_append(state.tail, text)
+                value = state.delivery
+                tail = value.try_append(state.tail, text)
                 if tail is not None and "<" not in text:  # "<" may open a tag: capture's
                     deadline = event.now + core.settings.config.inactivity_timeout
-                    return StreamState(deadline, tail, core), _NO_EFFECTS
+                    return StreamState(deadline, tail, value, core), _NO_EFFECTS
     return _slow(state, event)
 
 
@@ -99,11 +89,11 @@ def abandon(
     run.core = replace(run.core, ending=Ending("error", "natural", error))
     run.finish(now)
     finish = run.effects[-1]
-    assert isinstance(finish, Finish)  # finish() always ends with it
+    assert isinstance(finish, fx.Finish)  # finish() always ends with it
     return finish.result
 
 
-def _slow(state: StreamState, event: events.Event) -> tuple[StreamState, tuple[Effect, ...]]:
+def _slow(state: StreamState, event: events.Event) -> tuple[StreamState, tuple[fx.Effect, ...]]:
     if state.core.phase == "finished":
         return state, _NO_EFFECTS  # nothing follows the result (B1)
     run = _Run(state)
@@ -122,30 +112,17 @@ class _Run:
         core = state.core
         self.deadline = state.deadline
         self.core = core
-        # Delivery's values are worked on by the policy and put back into `core` once, by
+        # Delivery's values are worked on by the policy and put back into the state once, by
         # `state()`; the other sub-records are changed in `core` by name as they change.
-        self.delivery = delivery.policy(core.delivery, state.tail, core.settings.config)
-        self.effects: list[Effect] = []
+        self.delivery = delivery.policy(state.delivery, state.tail, core.settings.config)
+        self.effects: list[fx.Effect] = []
 
     def state(self) -> StreamState:
         core = self.core
         value = self.delivery.value(
             streaming=core.phase == "streaming", capturing=core.capture is not capture.IDLE
         )
-        if value is not core.delivery:
-            # Built in full rather than with `replace`, which costs twice as much (E10).
-            core = Core(
-                phase=core.phase,
-                settings=core.settings,
-                delivery=value,
-                started_at=core.started_at,
-                armed_at=core.armed_at,
-                capture=core.capture,
-                record=core.record,
-                ending=core.ending,
-                anomalies=core.anomalies,
-            )
-        return StreamState(self.deadline, self.delivery.tail, core)
+        return StreamState(self.deadline, self.delivery.tail, value, core)
 
     def handle(self, event: events.Event) -> None:
         """What each event does in each phase, first match wins (after `finished`, nothing).
@@ -213,7 +190,7 @@ class _Run:
 
     def arm(self, at: float) -> None:
         self.core = replace(self.core, armed_at=at)
-        self.effects.append(ArmTimer(at))
+        self.effects.append(fx.ArmTimer(at))
 
     def timer(self, now: float) -> None:
         if now < self.deadline:
@@ -275,7 +252,7 @@ class _Run:
         resolution = resolve(request, None if ending is None else ending.origin)
         if resolution == "leave":
             return
-        self.effects.append(ConsumeRequest(request))
+        self.effects.append(fx.ConsumeRequest(request))
         if resolution == "absorb":
             return
         if ending is not None and ending.dropped:  # a stop overrides a follow-up (C2)
@@ -289,7 +266,7 @@ class _Run:
         # A follow-up keeps what it drops aside: a stop may still override it (C2).
         keep = ending.deliver or ending.origin == "follow_up"
         if self.core.phase == "streaming":
-            self.effects.append(CloseProvider())
+            self.effects.append(fx.CloseProvider())
             closed, ops = capture.close(self.core.capture)
             self.core = replace(self.core, capture=closed)
             self.apply(ops if keep else [op for op in ops if op[0] != "visible"])
@@ -323,13 +300,13 @@ class _Run:
             case LimitReached(reason=reason):
                 self.hit_limit(reason, now)
                 return False
-            case SendEmbed():
+            case fx.SendEmbed():
                 ending = self.core.ending
                 if ending is not None:
                     self.core = replace(self.core, ending=replace(ending, embed=None))
                 self.effects.append(next_)
                 return True
-            case SendMessage() | EditMessage() | TypingPause() | AwaitTurn():
+            case fx.SendMessage() | fx.EditMessage() | fx.TypingPause() | fx.AwaitTurn():
                 self.effects.append(next_)
                 return True
             case _:
@@ -366,7 +343,7 @@ class _Run:
             duration_ms=duration_ms,
             anomalies=core.anomalies,
         )
-        self.effects.append(Finish(result))
+        self.effects.append(fx.Finish(result))
         self.core = replace(core, phase="finished")
 
 

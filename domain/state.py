@@ -1,9 +1,10 @@
 """The stream machine's state: one value, one sub-record per concern (see `machine`).
 
 `StreamState` holds the two fields a plain text chunk changes on the hot path (E10), the
-inactivity `deadline` and the partial line `tail`, beside `Core`, which holds the rest by name:
-the phase, the settings, the capture, the record, the delivery state (one value: messages
-delivery's or live delivery's, `delivery.DeliveryState`), the decided ending and the anomalies.
+inactivity `deadline` and the partial line `tail`; the delivery state, which changes with
+nearly every other event (one value: messages delivery's or live delivery's,
+`delivery.DeliveryState`); and `Core`, which holds the rest by name: the phase, the settings,
+the capture, the record, the decided ending and the anomalies.
 """
 
 from __future__ import annotations
@@ -26,11 +27,10 @@ Phase: TypeAlias = Literal["ready", "streaming", "ending", "finished"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Core:
-    """Everything but the two fields a plain text chunk changes, one sub-record per concern."""
+    """Everything but the tail, the deadline and the delivery, one sub-record per concern."""
 
     phase: Phase
     settings: Settings
-    delivery: deliveries.DeliveryState  # messages delivery's (`delivery.Messages`) or live's
     started_at: float = 0.0
     armed_at: float = math.nan  # what the shell's timer is armed for; nan when not armed
     capture: capture.Capture = capture.IDLE
@@ -38,22 +38,24 @@ class Core:
     ending: Ending | None = None
     anomalies: tuple[str, ...] = ()  # events a correct shell never feeds (see `_Run.handle`)
 
+
+@dataclass(frozen=True, slots=True)
+class StreamState:
+    """The machine's state. `deadline`: when the stream times out; `tail`: the partial line
+    (messages delivery), or the text of the open message and after it (live delivery);
+    `delivery`: messages delivery's state (`delivery.Messages`) or live delivery's."""
+
+    deadline: float
+    tail: str
+    delivery: deliveries.DeliveryState
+    core: Core
+
     @property
     def live(self) -> lives.Live | None:
         """Live delivery's state (SPEC L), None under messages delivery: for a shell that
         makes the final edits itself (L4)."""
         delivery = self.delivery
         return delivery if isinstance(delivery, lives.Live) else None
-
-
-@dataclass(frozen=True, slots=True)
-class StreamState:
-    """The machine's state. `deadline`: when the stream times out; `tail`: the partial line
-    (messages delivery), or the text of the open message and after it (live delivery)."""
-
-    deadline: float
-    tail: str
-    core: Core
 
     @property
     def phase(self) -> Phase:
@@ -82,5 +84,6 @@ def initial_state(
         catalogue=catalogue,
         secrets=secrets,
     )
-    core = Core(phase="ready", settings=settings, delivery=deliveries.initial(config))
-    return StreamState(math.inf, "", core)
+    return StreamState(
+        math.inf, "", deliveries.initial(config), Core(phase="ready", settings=settings)
+    )

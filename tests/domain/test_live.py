@@ -164,9 +164,10 @@ def test_L2_no_turn_is_asked_when_there_is_nothing_new() -> None:
 def test_L2_the_fast_path_only_grows_the_tail_while_a_turn_is_awaited() -> None:
     driver = manual()
     driver.text("a")
-    before = driver.state.core
+    before = driver.state
     driver.text("b", "c", "d")
-    assert driver.state.core is before  # no effect, no new core: the hot path (E10)
+    assert driver.state.core is before.core  # no effect, no new core: the hot path (E10)
+    assert driver.state.delivery is before.delivery
     assert driver.state.tail == "abcd"
 
 
@@ -483,6 +484,26 @@ def test_L9_other_refusals_end_as_before() -> None:
     assert result.messages == ("First words" + CURSOR,)  # what the channel last accepted
 
 
+@pytest.mark.parametrize(
+    "failure",
+    [DiscordFailure(50013, 403), DiscordFailure(None, 500), DiscordFailure(10003, 404)],
+    ids=["50013", "no code", "10003"],
+)
+def test_F4_G_a_refused_embed_changes_no_outcome_under_live_delivery(
+    failure: DiscordFailure,
+) -> None:
+    # The timeout's embed is the only request (nothing was written): Discord refuses it, and
+    # the stream still ends as a timeout (G is best effort), with nothing in the channel.
+    driver = LiveDriver(live())
+    driver.start()
+    driver.reject_next.append(failure)
+    driver.fire_timer()
+    result = driver.settle()
+    assert driver.refused == 1
+    assert [type(r).__name__ for r in driver.requests] == ["SendEmbed"]
+    assert (result.status, result.stop_reason, result.messages) == ("timeout", None, ())
+
+
 # -- L11 ----------------------------------------------------------------------------------------
 
 
@@ -572,7 +593,7 @@ def test_L10_text_that_piles_up_past_the_bound_waits_outside_the_tail_and_all_ar
     for index in range(0, len(words), 13):
         driver.text(words[index : index + 13])
         assert len(driver.state.tail) <= lives.TAIL_BOUND
-    live_state = driver.state.core.live
+    live_state = driver.state.live
     assert live_state is not None
     assert live_state.pile is not None
     result = driver.end()
@@ -648,7 +669,7 @@ def test_L2_L5_a_finished_message_showing_nothing_new_lets_the_next_one_go_first
 
 
 def _live_state(driver: LiveDriver) -> lives.Live:
-    state = driver.state.core.delivery
+    state = driver.state.delivery
     assert isinstance(state, lives.Live)
     return state
 
@@ -678,10 +699,10 @@ def test_E10_L10_the_live_state_says_when_a_chunk_may_just_grow_the_tail() -> No
 
 
 def test_L_the_state_holds_one_delivery_value_live_or_messages() -> None:
-    live_state = initial_state(StreamConfig(delivery="live")).core
+    live_state = initial_state(StreamConfig(delivery="live"))
     assert live_state.delivery == lives.EMPTY
     assert live_state.live is live_state.delivery
-    messages_state = initial_state(StreamConfig(delivery="messages")).core
+    messages_state = initial_state(StreamConfig(delivery="messages"))
     assert isinstance(messages_state.delivery, delivery.Messages)
     assert messages_state.live is None
 

@@ -734,6 +734,14 @@ def test_B13_the_error_names_the_type_process_chunk_returned(garbage: object, na
             lambda: ProviderError("bogus", "m"),  # type: ignore[arg-type]
             "ProviderError: unknown kind 'bogus'",
         ),
+        (  # not iterable at all: the check says so, not `tuple()`'s own error
+            lambda: FunctionCallChunk(5),  # type: ignore[arg-type]
+            "FunctionCallChunk: call must be a FunctionCall, a sequence of them, or None",
+        ),
+        (  # iterable but not a sequence: no order to run the calls in
+            lambda: FunctionCallChunk(frozenset({FunctionCall("f", {})})),  # type: ignore[arg-type]
+            "FunctionCallChunk: call must be a FunctionCall, a sequence of them, or None",
+        ),
     ],
 )
 def test_B13_a_chunk_built_with_a_bad_field_names_the_type_it_got(

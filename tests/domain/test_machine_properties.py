@@ -392,9 +392,10 @@ class StreamMachine(RuleBasedStateMachine):
             shown = oracle_key(delivered).rstrip(_CLOSERS)
             assert any(e.startswith(shown) for e in expected), "text invented"
             return
-        assert isinstance(core.delivery, Messages)
-        queued = "\n".join(piece.text for piece in core.delivery.out.queue)
-        seg = core.delivery.seg
+        messages = driver.state.delivery
+        assert isinstance(messages, Messages)
+        queued = "\n".join(piece.text for piece in messages.out.queue)
+        seg = messages.seg
         buffered = "\n".join((delivered, queued, seg.buffered, driver.state.tail))
         got = oracle_key(buffered)
         pending = oracle_key(core.capture.pending) if core.capture.mode == "visible" else ""

@@ -157,6 +157,19 @@ def test_F4_requests_waiting_on_one_window_go_first_in_first_out() -> None:
     assert turns.grant(1.0, Budget(2, 1.0), _never_gone) == Grant(("c",), None)
 
 
+def test_F4_a_request_held_by_a_window_holds_every_later_one_on_it_whatever_its_budget() -> None:
+    # One window counted against two budgets: full for the first request's, with room for the
+    # second's. The second still waits behind the first (first in first out on a window).
+    turns: Turns[str] = Turns()
+    window = turns.channel(1)
+    tight, loose = (Budget(1, 5.0), window), (Budget(5, 5.0), window)
+    assert turns.try_take(Request((tight,)), None, 0.0)
+    turns.join("tight", Request((tight,)))
+    turns.join("loose", Request((loose,)))
+    assert turns.grant(1.0, None, _never_gone) == Grant((), 5.0)
+    assert turns.grant(5.0, None, _never_gone) == Grant(("tight", "loose"), None)
+
+
 def test_F4_a_full_global_window_holds_everyone_behind_it() -> None:
     turns: Turns[str] = Turns()
     lane = (Budget(5, 1.0), turns.channel(1))

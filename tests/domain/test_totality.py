@@ -59,8 +59,8 @@ def _started(*events: Event, degree: int = 1) -> StreamState:
 
 def _out(state: StreamState) -> Outbox:
     """The outbox of a state under messages delivery (the table's deliveries)."""
-    assert isinstance(state.core.delivery, Messages)
-    return state.core.delivery.out
+    assert isinstance(state.delivery, Messages)
+    return state.delivery.out
 
 
 def _text(text: str) -> ChunkArrived:
