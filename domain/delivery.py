@@ -37,8 +37,6 @@ from cordstream.domain.outcome import UNKNOWN_MESSAGE, Ending
 
 Pieces = tuple[segments.Piece, ...]
 
-_try_append: Final = segments.try_append
-
 
 @dataclass(frozen=True, slots=True)
 class Messages:
@@ -48,8 +46,15 @@ class Messages:
     out: outbox.Outbox
 
     def try_append(self, tail: str, text: str) -> str | None:
-        """The machine's hot path (E10): the segmenter's fast path (`segments.try_append`)."""
-        return _try_append(self.seg, tail, text)
+        """The machine's hot path (E10): the new tail, when `text` ends no line and the tail
+        stays short enough that the segmenter need not look at it yet (`tail_room`); None when
+        it must (also for a `text` that is not a `str`: the reducer's caller rejects it)."""
+        try:  # free unless it raises
+            if len(tail) + len(text) <= self.seg.tail_room and "\n" not in text:
+                return tail + text
+        except TypeError:
+            pass
+        return None
 
 
 DeliveryState: TypeAlias = Messages | lives.Live
@@ -351,7 +356,7 @@ class LiveDelivery:
 
     def restore(self, dropped: Pieces) -> None:
         self.merge()
-        self.tail += "".join(piece.body for piece in dropped)
+        self.tail += "".join(piece.raw for piece in dropped)
 
     def close(self, *, keep: bool) -> None:
         pass  # the tail is the text still to show; `drop` when it is not to be shown

@@ -120,7 +120,7 @@ def _with_queue(out: Outbox, queue: Pieces) -> Outbox:
 
 def pending(out: Outbox) -> str:
     """The raw text of the queued pieces (for a stray `</think>` that retracts it, E4)."""
-    return "".join(piece.body for piece in out.queue)
+    return "".join(piece.raw for piece in out.queue)
 
 
 def pump(

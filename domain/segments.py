@@ -69,12 +69,20 @@ class Piece:
 
     `prefix` is a reopened code fence, `suffix` a closing fence or auto-closed markers (E3, E8).
     `code` marks a piece of a fenced block, which must start on a line of its own when packed.
+    `lead`: the start of `prefix` that the model wrote, the punctuation a block's first piece
+    took along (E6); the model's own text of the piece is `raw`.
     """
 
     body: str
     prefix: str = ""
     suffix: str = ""
     code: bool = False
+    lead: str = ""
+
+    @property
+    def raw(self) -> str:
+        """What the model wrote of this piece: for a stray `</think>` that retracts it (E4)."""
+        return self.lead + self.body
 
     @property
     def text(self) -> str:
@@ -169,7 +177,7 @@ class Segmenter:
         """Raw text held here (not the tail): for a stray `</think>` that retracts it (E4)."""
         parts = [
             self.glue.body if self.glue is not None else "",
-            self.lookahead.body if self.lookahead is not None else "",
+            self.lookahead.raw if self.lookahead is not None else "",
             self.held,
         ]
         if self.code is not None:
@@ -189,7 +197,7 @@ def context(seg: Segmenter, tail: str) -> tuple[str, str]:
 
 
 def new_segmenter(max_len: int, *, sentences: bool) -> Segmenter:
-    """A segmenter with the fast path off until the first `feed` (`try_append`)."""
+    """A segmenter with the fast path off until the first `feed` (`tail_room`)."""
     return Segmenter(max_len=max_len, overflow=min(OVERFLOW, max_len), sentences=sentences)
 
 
@@ -197,18 +205,6 @@ def hold(seg: Segmenter) -> Segmenter:
     """`seg` with the fast path off until the next `feed`: for a caller that routes text
     elsewhere for now (a `<think>` block being captured). A new segmenter starts that way."""
     return seg if seg.tail_room < 0 else replace(seg, tail_room=-1)
-
-
-def try_append(seg: Segmenter, tail: str, text: str) -> str | None:
-    """The fast path (E10): the new tail, when `text` ends no line and the tail stays short
-    enough that nothing has to look at it yet (`tail_room`); None when `feed` must run (also
-    for a `text` that is not a `str` at all: `feed`'s caller checks and rejects it)."""
-    try:  # free unless it raises
-        if len(tail) + len(text) <= seg.tail_room and "\n" not in text:
-            return tail + text
-    except TypeError:
-        pass
-    return None
 
 
 def feed(seg: Segmenter, tail: str, text: str) -> tuple[Segmenter, str, list[Piece]]:
@@ -356,7 +352,13 @@ class _Work:
         blank = ""  # blank lines the piece holds after its opening line (E6: kept as written)
         if _shows_code(code):
             self.emit_code(
-                Piece(body.rstrip("\r\n"), prefix=code.prefix, suffix=code.suffix, code=True)
+                Piece(
+                    body.rstrip("\r\n"),
+                    prefix=code.prefix,
+                    suffix=code.suffix,
+                    code=True,
+                    lead=code.lead,
+                )
             )
             lead = ""
         else:
@@ -374,7 +376,13 @@ class _Work:
             room = max(1, max_len - len(lead) - len(reopen) - len(blank) - len(suffix))
             end = cut_before(line, start + room, start, anchor=start)
             self.emit_code(
-                Piece(blank + line[start:end], prefix=lead + reopen, suffix=suffix, code=True)
+                Piece(
+                    blank + line[start:end],
+                    prefix=lead + reopen,
+                    suffix=suffix,
+                    code=True,
+                    lead=lead,
+                )
             )
             lead = blank = ""
             start = end
@@ -386,10 +394,16 @@ class _Work:
         self.code = None
         body = code.body
         if natural:
-            self.finish(Piece(body, prefix=code.prefix, code=True))
+            self.finish(Piece(body, prefix=code.prefix, code=True, lead=code.lead))
         elif _shows_code(code):
             self.finish(
-                Piece(body.rstrip("\r\n"), prefix=code.prefix, suffix=code.suffix, code=True)
+                Piece(
+                    body.rstrip("\r\n"),
+                    prefix=code.prefix,
+                    suffix=code.suffix,
+                    code=True,
+                    lead=code.lead,
+                )
             )
         elif code.lead:
             # An opening fence with nothing after it is markup alone, nothing to show; the
@@ -481,7 +495,9 @@ class _Work:
             separator = _separator(last) if not between else ""
             text = separator + between + glue.body
             if last.size + len(text) <= self.seg.max_len:
-                out[index:] = [Piece(last.body + text, prefix=last.prefix, code=last.code)]
+                out[index:] = [
+                    Piece(last.body + text, prefix=last.prefix, code=last.code, lead=last.lead)
+                ]
                 return
             stolen = None if last.prefix or last.code else _steal(last.body, text, self.seg.max_len)
             if stolen is not None:
@@ -511,7 +527,10 @@ class _Work:
             separator = _separator(ahead)
             if ahead.size + len(separator) + len(text) <= max_len:
                 self.lookahead = Piece(
-                    ahead.body + separator + text, prefix=ahead.prefix, code=ahead.code
+                    ahead.body + separator + text,
+                    prefix=ahead.prefix,
+                    code=ahead.code,
+                    lead=ahead.lead,
                 )
                 return
             if not (ahead.prefix or ahead.code):
@@ -538,7 +557,10 @@ class _Work:
         max_len = self.seg.max_len
         if ahead.size + len(separator) + len(text) <= max_len:
             self.lookahead = Piece(
-                ahead.body + separator + text, prefix=ahead.prefix, code=ahead.code
+                ahead.body + separator + text,
+                prefix=ahead.prefix,
+                code=ahead.code,
+                lead=ahead.lead,
             )
             return True
         if ahead.prefix or ahead.suffix or ahead.code:
@@ -708,6 +730,7 @@ def _attach(glue: Piece, piece: Piece, max_len: int) -> list[Piece]:
                     prefix=glue.body + separator + piece.prefix,
                     suffix=piece.suffix,
                     code=True,
+                    lead=glue.body + separator + piece.lead,
                 )
             ]
         return [Piece(glue.body + piece.body, prefix=piece.prefix, suffix=piece.suffix)]

@@ -49,8 +49,16 @@ class Reader(Protocol):
 
     def wants_chunks(self) -> bool: ...
     def feed(self, event: Event) -> None: ...
+
+    registry_changed: bool
+    """B5: a stop may have been registered since `check_registry` last ran."""
+
+    def check_registry(self) -> None:
+        """B5: hand the core the stops registered since it last looked."""
+        ...
+
     def poll(self) -> None:
-        """B5: hand the core a stop registered while a chunk was on its way, if any."""
+        """`check_registry` if the registry changed."""
         ...
 
     def fault(self, error: Exception) -> None: ...
@@ -181,7 +189,8 @@ class ProviderTask:
         """Pull chunks until the stream wants no more (B5, B6, B7, B13)."""
         reader, provider = self.reader, self.provider
         progress = self.context.on_stream_progress
-        feed, now, wants, poll = reader.feed, self.loop.time, reader.wants_chunks, reader.poll
+        # Read into locals once; per chunk, the registry flag is read without a call (E10).
+        feed, now, wants = reader.feed, self.loop.time, reader.wants_chunks
         while wants():
             self.reading = True
             try:
@@ -200,7 +209,8 @@ class ProviderTask:
                 self.reading = False
                 if self.lifecycle.cancels:
                     self.act(self.lifecycle.read_ends())
-            poll()  # B5: a stop registered while the chunk was on its way
+            if reader.registry_changed:  # B5: a stop registered while the chunk was on its way
+                reader.check_registry()
             if not wants():
                 return  # ended meanwhile (or the provider yielded after being stopped)
             if progress is not None:
@@ -222,7 +232,8 @@ class ProviderTask:
                 feed(ProviderCrashed(now(), error))
                 return
             feed(ChunkArrived(now(), chunk, headline))
-            poll()  # B5: a stop raised while this chunk was handled
+            if reader.registry_changed:  # B5: a stop raised while this chunk was handled
+                reader.check_registry()
 
     def headline(self, chunk: ErrorChunk) -> str | None:
         assert chunk.error is not None

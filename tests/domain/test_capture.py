@@ -130,6 +130,26 @@ def test_E4_a_stray_closing_tag_captures_the_unsent_text_before_it() -> None:
     assert result.accumulated_text == "Visible line\nAnswer"  # sent text cannot be taken back
 
 
+@pytest.mark.parametrize("size", [1, 3, 100])
+@pytest.mark.parametrize(
+    "before", [":)\n```\n```\n", "...\n```py\nx = 1\n```\n", "Hi\n!!\n```\ncode\n```\n"]
+)
+def test_E4_E6_a_stray_closing_tag_captures_punctuation_that_led_a_code_block(
+    before: str, size: int
+) -> None:
+    # Punctuation alone before a fence goes with the block (E6): it is the model's text all
+    # the same, and a stray closing tag captures it with the block, in order. (Degree 0
+    # sends nothing before the end, so all of it is still unsent when the tag comes.)
+    config = StreamConfig(delivery="messages", humanizer_degree=0)
+    driver, result = run(before + "more</think>Answer\n", config=config, size=size)
+    assert driver.messages == ["Answer"]
+    assert result.thought_log is not None
+    raw = result.thought_log.raw
+    assert raw is not None
+    assert raw.startswith(before.rstrip("\n")), raw
+    assert raw.endswith("more"), raw
+
+
 def test_E4_a_stray_closing_tag_before_anything_was_sent_captures_everything() -> None:
     driver, result = run("reasoning here\nand here</think>Answer\n", size=100)
     assert driver.messages == ["Answer"]
