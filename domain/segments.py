@@ -84,6 +84,10 @@ class Piece:
         """What the model wrote of this piece: for a stray `</think>` that retracts it (E4)."""
         return self.lead + self.body
 
+    def extended(self, text: str) -> Piece:
+        """This piece with `text` after its body: no suffix, as nothing follows a suffix."""
+        return Piece(self.body + text, prefix=self.prefix, code=self.code, lead=self.lead)
+
     @property
     def text(self) -> str:
         return self.prefix + self.body + self.suffix
@@ -149,6 +153,11 @@ class Code:
     @property
     def suffix(self) -> str:
         return "\n" + self.fence
+
+    def piece(self) -> Piece:
+        """The current piece as a message of its own, its fence closed (E3, E7)."""
+        body = self.body.rstrip("\r\n")
+        return Piece(body, prefix=self.prefix, suffix=self.suffix, code=True, lead=self.lead)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -351,15 +360,7 @@ class _Work:
         lead = code.lead
         blank = ""  # blank lines the piece holds after its opening line (E6: kept as written)
         if _shows_code(code):
-            self.emit_code(
-                Piece(
-                    body.rstrip("\r\n"),
-                    prefix=code.prefix,
-                    suffix=code.suffix,
-                    code=True,
-                    lead=code.lead,
-                )
-            )
+            self.emit_code(code.piece())
             lead = ""
         else:
             blank = body if code.continued else body.partition("\n")[2]
@@ -396,15 +397,7 @@ class _Work:
         if natural:
             self.finish(Piece(body, prefix=code.prefix, code=True, lead=code.lead))
         elif _shows_code(code):
-            self.finish(
-                Piece(
-                    body.rstrip("\r\n"),
-                    prefix=code.prefix,
-                    suffix=code.suffix,
-                    code=True,
-                    lead=code.lead,
-                )
-            )
+            self.finish(code.piece())
         elif code.lead:
             # An opening fence with nothing after it is markup alone, nothing to show; the
             # punctuation before it waits for the next piece again (E6).
@@ -495,9 +488,7 @@ class _Work:
             separator = _separator(last) if not between else ""
             text = separator + between + glue.body
             if last.size + len(text) <= self.seg.max_len:
-                out[index:] = [
-                    Piece(last.body + text, prefix=last.prefix, code=last.code, lead=last.lead)
-                ]
+                out[index:] = [last.extended(text)]
                 return
             stolen = None if last.prefix or last.code else _steal(last.body, text, self.seg.max_len)
             if stolen is not None:
@@ -526,12 +517,7 @@ class _Work:
                 return
             separator = _separator(ahead)
             if ahead.size + len(separator) + len(text) <= max_len:
-                self.lookahead = Piece(
-                    ahead.body + separator + text,
-                    prefix=ahead.prefix,
-                    code=ahead.code,
-                    lead=ahead.lead,
-                )
+                self.lookahead = ahead.extended(separator + text)
                 return
             if not (ahead.prefix or ahead.code):
                 # A full prose piece keeps the whitespace after it (a run of at most a message;
@@ -556,12 +542,7 @@ class _Work:
         separator = _separator(ahead)
         max_len = self.seg.max_len
         if ahead.size + len(separator) + len(text) <= max_len:
-            self.lookahead = Piece(
-                ahead.body + separator + text,
-                prefix=ahead.prefix,
-                code=ahead.code,
-                lead=ahead.lead,
-            )
+            self.lookahead = ahead.extended(separator + text)
             return True
         if ahead.prefix or ahead.suffix or ahead.code:
             return False  # routed as a line of its own, cut to size like any other (E7)
