@@ -1,4 +1,4 @@
-"""A real Discord bot on cordstream and any OpenAI-compatible model.
+"""A real Discord bot on cordstream's bot kit and any OpenAI-compatible model.
 
 Run it (see the README, "Run a real bot"):
 
@@ -8,15 +8,12 @@ Run it (see the README, "Run a real bot"):
     export CORDSTREAM_MODEL=llama3.2
     python -m examples.bot
 
-What it does: it answers mentions and `/ask`, live, with a Stop button on each answer and a
-`roll_dice` tool; `/stop` stops your own answer (a moderator's `/stop user:` anyone's); it
-answers several users in a channel at once, and a user's new message interrupts only their own
-answer, which restarts with it; it remembers each channel's last 20 messages, each answer as
-the channel shows it. The bot itself, `CordBot` (the Discord glue) over `Conversations` (the
-logic), is `cordstream.shell.cli.bot` (shell/cli/bot.py), where its module docstring says all
-it does: it is in the package so that `cordstream demo --bot` runs the same bot, with a
-scripted model, from a `pip install` too. This file adds the model (`OpenAIModel`) and the
-environment (`build`, `main`). `tests/bot/test_example_bot.py` runs it whole against the emulator's
+The bot is `cordstream.shell.bot.ChatBot`: it answers mentions and `/ask`, live, with a Stop
+button on each answer; `/stop` stops your own answer (a moderator's `/stop user:` anyone's); it
+answers several users in a channel at once, a user's new message interrupts only their own
+answer, and it remembers each channel's last 20 messages. This file adds the model (`OpenAIModel`,
+with a `roll_dice` tool) and the environment (`build`, `main`; `StreamConfig.from_env` reads the
+streaming settings). `tests/bot/test_example_bot.py` runs it whole against the local Discord's
 gateway and a local OpenAI-compatible server.
 """
 
@@ -24,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -31,50 +29,55 @@ from typing import Any
 
 import openai
 
-from cordstream.shell import StreamConfig, StreamOrchestrator
-from cordstream.shell.cli.bot import (
-    NO_ANSWER,
-    SYSTEM,
-    TOOL_SPECS,
-    Conversations,
-    CordBot,
-    Message,
-    Question,
-    roll_dice,
-)
+from cordstream.shell import StreamConfig
+from cordstream.shell.bot import ChatBot, Message
 from cordstream.shell.providers import OpenAIChatProvider
 
-__all__ = [
-    "NO_ANSWER",
-    "Conversations",
-    "CordBot",
-    "OpenAIModel",
-    "Question",
-    "build",
-    "main",
-    "roll_dice",
-]
+__all__ = ["SYSTEM", "TOOL_SPECS", "OpenAIModel", "build", "main", "roll_dice"]
+
+SYSTEM = "You are a helpful assistant in a Discord server. Answer concisely."
+
+
+async def roll_dice(arguments: Mapping[str, object]) -> object:
+    """The bot's tool: roll `count` dice with `sides` sides."""
+    sides, count = arguments.get("sides", 6), arguments.get("count", 1)
+    if not isinstance(sides, int) or not isinstance(count, int) or sides < 2 or count < 1:
+        raise ValueError("sides must be an integer ≥ 2 and count an integer ≥ 1")
+    rolls = [random.randint(1, sides) for _ in range(min(count, 100))]  # a game, not a secret
+    return {"rolls": rolls, "total": sum(rolls)}
+
+
+TOOL_SPECS: Sequence[Mapping[str, object]] = (
+    {
+        "type": "function",
+        "function": {
+            "name": "roll_dice",
+            "description": "Roll dice. Use it whenever the user asks for a random roll.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "sides": {"type": "integer", "minimum": 2},
+                    "count": {"type": "integer", "minimum": 1},
+                },
+            },
+        },
+    },
+)
 
 
 @dataclass(frozen=True)
 class OpenAIModel:
-    """The bot's `Model` on an OpenAI-compatible endpoint: each turn's provider gets the system
-    prompt, the channel's history and the question, and the tool."""
+    """The bot's model (`cordstream.shell.bot.Model`): each turn's provider, on `client`."""
 
     client: openai.AsyncOpenAI
     name: str
 
     def __call__(self, messages: Sequence[Message]) -> OpenAIChatProvider:
-        return OpenAIChatProvider(
-            self.client,
-            model=self.name,
-            messages=[{"role": "system", "content": SYSTEM}, *messages],
-            tools=TOOL_SPECS,
-        )
+        return OpenAIChatProvider(self.client, model=self.name, messages=messages, tools=TOOL_SPECS)
 
 
-def build(environ: Mapping[str, str], **options: Any) -> CordBot:
-    """The bot the environment describes (`options` go to `discord.Client`). A missing or bad
+def build(environ: Mapping[str, str], **options: Any) -> ChatBot:
+    """The bot the environment describes (`options` go to `ChatBot`). A missing or bad
     variable is a `ValueError` naming it."""
     missing = [name for name in ("DISCORD_TOKEN", "CORDSTREAM_MODEL") if not environ.get(name)]
     if missing:
@@ -85,7 +88,8 @@ def build(environ: Mapping[str, str], **options: Any) -> CordBot:
         api_key=environ.get("OPENAI_API_KEY") or "not-needed",
     )
     model = OpenAIModel(client, environ["CORDSTREAM_MODEL"])
-    return CordBot(Conversations(StreamOrchestrator(), model, config), **options)
+    tools = {"roll_dice": roll_dice}
+    return ChatBot(model, tools=tools, system=SYSTEM, config=config, **options)
 
 
 def main(environ: Mapping[str, str] = os.environ) -> int:

@@ -1,7 +1,8 @@
 """`cordstream demo --bot`: the example bot, whole, on the local Discord, with simulated users.
 
-The bot is `cordstream.shell.cli.bot` (what `examples/bot.py` runs on a real Discord), here on a
-scripted model (`ScriptedModel`: no network, no key). It connects through the emulator's
+The bot is the bot kit's `cordstream.shell.bot.ChatBot` (what `examples/bot.py` runs on a real
+Discord) with the dice tool (`cordstream.shell.cli.dice`), here on a scripted model
+(`ScriptedModel`: no network, no key). It connects through the emulator's
 gateway (`cordstream.shell.testing.local_bot`), and users act as Discord would deliver it:
 
 1. alice mentions the bot with a question; her answer streams live, as a reply;
@@ -30,12 +31,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from cordstream.domain import FunctionCall, FunctionCallChunk
-from cordstream.shell.cli.bot import Conversations, CordBot, Message, Question
+from cordstream.shell.bot import ChatBot, Message, Question
 from cordstream.shell.cli.console import Failure, Log, View, channel, follow, why
-from cordstream.shell.config import StreamConfig
-from cordstream.shell.orchestrator import StreamOrchestrator
+from cordstream.shell.cli.dice import roll_dice
 from cordstream.shell.providers.base import ToolOutcome
-from cordstream.shell.stops import StopRegistry
 from cordstream.shell.testing.emulator import DiscordEmulator, SentMessage, local_bot
 from cordstream.shell.testing.script import Do, Hang, ScriptProvider, Sleep, Step
 from cordstream.shell.turn import TurnResult
@@ -100,7 +99,7 @@ class ScriptedAnswer(ScriptProvider):
 
 @dataclass(frozen=True)
 class ScriptedModel:
-    """The demo's model (a `cordstream.shell.cli.bot.Model`): an answer per question (the last
+    """The demo's model (a `cordstream.shell.bot.Model`): an answer per question (the last
     message of the conversation), written `speed` words a second. The
     answer to alice's first question goes on once `refused` is set (carol's click refused), so
     that the channel shows it go on."""
@@ -176,10 +175,12 @@ async def run_bot_demo(
         turns.append((names.get(question.user_id, "?"), question, turn))
         ended.put_nowait(None)
 
-    conversations = Conversations(
-        StreamOrchestrator(StopRegistry()), model, StreamConfig(), on_turn=on_turn
+    bot = ChatBot(
+        model,
+        tools={"roll_dice": roll_dice},
+        on_turn=on_turn,
+        guild_ready_timeout=0.05,  # no wait for more guilds
     )
-    bot = CordBot(conversations, guild_ready_timeout=0.05)  # no wait for more guilds
     api = DiscordEmulator()
     try:
         try:

@@ -42,7 +42,6 @@ import discord.http
 
 from cordstream.domain import ProviderError
 from cordstream.domain.config import Delivery
-from cordstream.shell.cli.bot import roll_dice  # the example bot's tool
 from cordstream.shell.cli.console import (
     Failure,
     Printer,
@@ -55,6 +54,7 @@ from cordstream.shell.cli.console import (
     render,
     why,
 )
+from cordstream.shell.cli.dice import roll_dice
 from cordstream.shell.config import StreamConfig
 from cordstream.shell.context import StreamContext
 from cordstream.shell.orchestrator import StreamOrchestrator

@@ -20,9 +20,9 @@ import pytest
 from cordstream.domain import StreamResult, TokenUsage
 from cordstream.domain.config import Delivery
 from cordstream.shell import TurnResult
+from cordstream.shell.bot import Question
 from cordstream.shell.buttons import STOP_REFUSED
 from cordstream.shell.cli import botdemo, demo, main
-from cordstream.shell.cli.bot import Question
 from cordstream.shell.cli.console import Log
 from cordstream.shell.cli.demo import ANSWER, Options, Terminal, run_demo
 from cordstream.shell.testing.emulator import Change, ChangeKind, Pings, SentMessage

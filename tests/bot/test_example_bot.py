@@ -25,9 +25,9 @@ from typing import Any
 import discord
 import pytest
 
-from cordstream.shell import StopRegistry, StreamOrchestrator, TurnResult
+from cordstream.shell import DEFAULT_STOPS, StopRegistry, TurnResult
+from cordstream.shell.bot import NO_ANSWER, SUPERSEDED, ChatBot, Question
 from cordstream.shell.buttons import STOP_REFUSED
-from cordstream.shell.cli.bot import SUPERSEDED, SYSTEM
 from cordstream.shell.testing import (
     Delay,
     DiscordEmulator,
@@ -37,7 +37,7 @@ from cordstream.shell.testing import (
 )
 from cordstream.shell.testing.openai_wire import answer, frame, tool_request, usage
 from cordstream.shell.testing.sse import ModelServer, Reply, sse, sse_done
-from examples.bot import NO_ANSWER, CordBot, OpenAIModel, Question, build, main, roll_dice
+from examples.bot import SYSTEM, OpenAIModel, build, main, roll_dice
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.looptime]
 
@@ -93,11 +93,11 @@ def by_question(script: Mapping[str, Sequence[Reply]]) -> Callable[[object], Rep
 @dataclass
 class Scene:
     """The running bot, its local Discord and its model; `turns` gets each question and its
-    `TurnResult` as the bot's answer ends (`Conversations.on_turn`)."""
+    `TurnResult` as the bot's answer ends (`ChatBot`'s `on_turn`)."""
 
     api: DiscordEmulator
     model: ModelServer
-    bot: CordBot
+    bot: ChatBot
     stops: StopRegistry
     turns: asyncio.Queue[tuple[Question, TurnResult]]
 
@@ -160,6 +160,7 @@ async def running(script: Mapping[str, Sequence[Reply]], **environ: str) -> Asyn
     local Discord; on exit, everything is closed and no task is left."""
     before = asyncio.all_tasks()
     async with ModelServer(route=by_question(script)) as model:
+        turns: asyncio.Queue[tuple[Question, TurnResult]] = asyncio.Queue()
         bot = build(
             {
                 "DISCORD_TOKEN": "unused: local_bot logs in with the emulator's token",
@@ -167,20 +168,18 @@ async def running(script: Mapping[str, Sequence[Reply]], **environ: str) -> Asyn
                 "OPENAI_BASE_URL": model.url + "/v1",
                 "OPENAI_API_KEY": "local-key",
                 **environ,
-            }
+            },
+            on_turn=lambda question, turn: turns.put_nowait((question, turn)),
         )
-        conversations = bot.conversations
-        stops = StopRegistry()  # the bot's own, not the process-wide default
-        conversations.orchestrator = StreamOrchestrator(stops)
-        turns: asyncio.Queue[tuple[Question, TurnResult]] = asyncio.Queue()
-        conversations.on_turn = lambda question, turn: turns.put_nowait((question, turn))
-        assert isinstance(conversations.model, OpenAIModel)
+        stops = bot.orchestrator.stops  # the bot's own registry, not the process-wide default
+        assert stops is not DEFAULT_STOPS
+        assert isinstance(bot.conversations.model, OpenAIModel)
         try:
             async with local_bot(bot) as api:
                 yield Scene(api, model, bot, stops, turns)
                 assert turns.empty(), "an answer the test did not look at"
         finally:
-            await conversations.model.client.close()
+            await bot.conversations.model.client.close()
     assert len(stops) == 0  # no stop or follow-up left to end a later answer (C5)
     assert asyncio.all_tasks() == before
 

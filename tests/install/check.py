@@ -12,11 +12,11 @@ view of the work tree, never a stale `build/`):
    every package folder under `domain/` and `shell/`, `py.typed` in both, the LICENSE.
 2. A fresh virtual environment gets that wheel (not editable) with the `openai` extra, and
    mypy, at the versions in `constraints.txt`. Working from a folder outside the repo:
-   - every public name of `cordstream.domain`, `cordstream.shell`,
+   - every public name of `cordstream.domain`, `cordstream.shell`, `cordstream.shell.bot`,
      `cordstream.shell.providers` and `cordstream.shell.testing` imports (an adapter whose SDK
      is absent raises the ImportError that names its extra);
-   - `cordstream demo` runs and completes, and so does `cordstream demo --bot` (the example
-     bot, which the wheel carries as `cordstream.shell.cli.bot`);
+   - `cordstream demo` runs and completes, and so does `cordstream demo --bot` (the bot kit's
+     `ChatBot` on a scripted model);
    - `mypy --strict` passes on `typed_bot.py` (a typed tool loop using `run_turn`,
      `StreamOrchestrator` and a provider) and on the README's Python examples, so the
      library's types reach a user's type checker and the README's code is right.
@@ -53,6 +53,7 @@ import importlib
 PACKAGES = (
     "cordstream.domain",
     "cordstream.shell",
+    "cordstream.shell.bot",
     "cordstream.shell.providers",
     "cordstream.shell.testing",
 )
