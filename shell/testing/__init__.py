@@ -36,6 +36,7 @@ from cordstream.shell.testing.emulator import (
     ErrorReply,
     Fault,
     Limit,
+    LocalBot,
     LocalDiscord,
     RateLimited,
     RateLimits,
@@ -51,7 +52,16 @@ from cordstream.shell.testing.gateway import (
     GuildMember,
     InteractionRecord,
 )
-from cordstream.shell.testing.script import Do, Hang, Raw, ScriptProvider, Sleep, Step
+from cordstream.shell.testing.script import (
+    Do,
+    Hang,
+    Raw,
+    Round,
+    ScriptedTurn,
+    ScriptProvider,
+    Sleep,
+    Step,
+)
 from cordstream.shell.testing.sse import ModelServer, Reply, sse, sse_done
 
 # What a bot's tests need; the error codes, the route names and `would_ping` are in
@@ -69,6 +79,7 @@ __all__ = [
     "Hang",
     "InteractionRecord",
     "Limit",
+    "LocalBot",
     "LocalDiscord",
     "ModelServer",
     "RateLimited",
@@ -76,7 +87,9 @@ __all__ = [
     "Raw",
     "RecordedRequest",
     "Reply",
+    "Round",
     "ScriptProvider",
+    "ScriptedTurn",
     "SentMessage",
     "Sleep",
     "Step",
