@@ -23,7 +23,7 @@ loop handed back (so the answer can say what the tool returned). A `FunctionCall
 segment in that call; `outcomes` records every round's outcomes:
 
     model = ScriptedTurn(
-        ["Let me roll.\n", FunctionCall("roll", {"sides": 6}, id="call_1")],
+        ["Let me roll.\\n", FunctionCall("roll", {"sides": 6}, id="call_1")],
         lambda outcomes: [f"You rolled {outcomes[0].output}."],
     )
     turn = await run_turn(orchestrator, model, context, tools={"roll": roll})
