@@ -9,7 +9,8 @@ Two fixtures, each closed after the test:
 - `local_bot`: a `LocalBot`; `api = await local_bot(MyBot())` runs the bot on the local
   gateway until the test ends and returns the emulator (`cordstream.shell.testing.local_bot`).
   The test plays the users (`api.user_says`, `api.slash`, `api.click`) and waits for the
-  bot's answer with `await api.wait_for_text(...)`.
+  bot's answer with `await api.wait_for_text(...)`. With both fixtures, give the bot the same
+  Discord (discord.py's address is process-wide): `await local_bot(bot, local_discord.api)`.
 
 Async tests run on pytest-asyncio, and the plugin leaves how they run to it: a plugin that
 every pytest run of the environment loads must not change other tests. In its default (strict)
