@@ -8,12 +8,15 @@ demand (429s, 403/404/5xx, dropped connections, slow replies) and, as an option,
 Discord's real rate limits. `discord_client` logs a real `discord.Client` into it;
 `local_discord` does both and fetches the emulator's channel. Its gateway runs a whole bot:
 `local_bot(bot)` connects a real `discord.Client`/`commands.Bot` to it, and a test plays the
-users (`add_member`, `user_says`, `slash`, `click`; each interaction is an `InteractionRecord`).
-`ScriptProvider` is a model that
-plays a script (text, chunks, pauses, a hang, an exception) and records what cordstream did to
-it. `ModelServer` plays a model's HTTP API instead, for the real provider SDKs: a local
-server replaying scripted SSE streams (`Reply`, `sse`; `cordstream.shell.testing.openai_wire`
-builds OpenAI's chat-completions frames). See `cordstream.shell.testing.emulator` and
+users (`add_member`, `user_says`, `slash`, `click`; each interaction is an `InteractionRecord`)
+and waits for the bot's answer (`wait_for_text`). `ScriptProvider` is a model that plays a
+script (text, chunks, pauses, a hang, an exception) and records what cordstream did to it;
+`ScriptedTurn` scripts a whole `run_turn` turn, a script per segment, and records the tool
+outcomes it was handed. With `cordstream[testing]`, pytest has them as fixtures
+(`local_discord`, `local_bot`: `cordstream.shell.testing.pytest_plugin`). `ModelServer` plays a
+model's HTTP API instead, for the real provider SDKs: a local server replaying scripted SSE
+streams (`Reply`, `sse`; `cordstream.shell.testing.openai_wire` builds OpenAI's
+chat-completions frames). See `cordstream.shell.testing.emulator` and
 `cordstream.shell.testing.script` for every detail (`cordstream.shell.testing.gateway` for the
 gateway, `cordstream.shell.testing.sse` for the model server), and the README's "Test your bot
 against a local Discord".
@@ -25,6 +28,8 @@ against a local Discord".
     async with local_bot(bot) as api:
         asked = await api.slash(api.add_member("alice"), "ask", {"question": "why?"})
         await asked.wait_until(lambda i: i.state == "responded" and not i.thinking)
+        await api.user_says(api.add_member("bob"), "roll a die")
+        await api.wait_for_text("...the answer to alice\\n...and the answer to bob")
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from cordstream.shell.testing.emulator import (
     ErrorReply,
     Fault,
     Limit,
+    LocalBot,
     LocalDiscord,
     RateLimited,
     RateLimits,
@@ -51,7 +57,16 @@ from cordstream.shell.testing.gateway import (
     GuildMember,
     InteractionRecord,
 )
-from cordstream.shell.testing.script import Do, Hang, Raw, ScriptProvider, Sleep, Step
+from cordstream.shell.testing.script import (
+    Do,
+    Hang,
+    Raw,
+    Round,
+    ScriptedTurn,
+    ScriptProvider,
+    Sleep,
+    Step,
+)
 from cordstream.shell.testing.sse import ModelServer, Reply, sse, sse_done
 
 # What a bot's tests need; the error codes, the route names and `would_ping` are in
@@ -69,6 +84,7 @@ __all__ = [
     "Hang",
     "InteractionRecord",
     "Limit",
+    "LocalBot",
     "LocalDiscord",
     "ModelServer",
     "RateLimited",
@@ -76,7 +92,9 @@ __all__ = [
     "Raw",
     "RecordedRequest",
     "Reply",
+    "Round",
     "ScriptProvider",
+    "ScriptedTurn",
     "SentMessage",
     "Sleep",
     "Step",

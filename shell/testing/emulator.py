@@ -105,6 +105,7 @@ __all__ = [
     "Fault",
     "FaultRoute",
     "Limit",
+    "LocalBot",
     "LocalDiscord",
     "Pings",
     "RateLimited",
@@ -375,6 +376,39 @@ class DiscordEmulator:
             return await asyncio.wait_for(found, timeout)
         finally:
             remove()
+
+    async def wait_for_text(
+        self,
+        expected: str | Callable[[str], bool],
+        *,
+        channel_id: int | None = None,
+        timeout: float = 30.0,
+    ) -> list[SentMessage]:
+        """Wait until a channel (default: `channel_id`) shows `expected`: its `text()` equals
+        it, or, for a function, satisfies it. Returns the channel's messages then.
+
+        The way a test waits for a bot's answer after `user_says` or `slash`: while a live
+        answer streams, its message ends in the cursor, so the channel shows the text a test
+        expects only once the answer is written to the end. Checked now and on each change
+        (`on_change`); after `timeout` seconds of loop time, TimeoutError saying what the
+        channel showed instead."""
+        wanted = expected if callable(expected) else lambda text: text == expected
+        changed = asyncio.Event()
+        remove = self.on_change(lambda _: changed.set())
+        try:
+            async with asyncio.timeout(timeout):
+                while not wanted(self.text(channel_id)):
+                    changed.clear()
+                    await changed.wait()
+        except TimeoutError:
+            what = repr(expected) if isinstance(expected, str) else "what was expected"
+            shown = self.text(channel_id)
+            raise TimeoutError(
+                f"the channel did not show {what} within {timeout} s; it shows {shown!r}"
+            ) from None
+        finally:
+            remove()
+        return self.messages(channel_id)
 
     # ---- a bot's users, through the gateway (cordstream.shell.testing.gateway) ---------------
 
@@ -1211,6 +1245,24 @@ async def local_bot(
             finally:
                 discord.http.Route.BASE = previous_base
                 DiscordWebSocket.DEFAULT_GATEWAY = previous_gateway
+
+
+class LocalBot:
+    """Bots running on the local Discord until `aclose()`: `await local_bot(bot)` enters
+    `local_bot(bot, emulator, timeout=...)` and returns its emulator; `aclose()` closes every
+    bot it started, the last first (and the emulators they started). What the pytest plugin's
+    `local_bot` fixture gives a test (`cordstream.shell.testing.pytest_plugin`)."""
+
+    def __init__(self) -> None:
+        self._running = AsyncExitStack()
+
+    async def __call__(
+        self, bot: discord.Client, emulator: DiscordEmulator | None = None, *, timeout: float = 30.0
+    ) -> DiscordEmulator:
+        return await self._running.enter_async_context(local_bot(bot, emulator, timeout=timeout))
+
+    async def aclose(self) -> None:
+        await self._running.aclose()
 
 
 async def _until_ready(bot: discord.Client, running: asyncio.Task[None], timeout: float) -> None:

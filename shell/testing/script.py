@@ -16,6 +16,18 @@ A script is a sequence of steps, played in order:
 - an exception: the stream raises it.
 
 It is the one scripted provider of cordstream's own tests, benchmarks, soak and demo.
+
+`ScriptedTurn` is a `ScriptProvider` that is also a `ToolProvider`, for `run_turn`: a script
+per segment of the turn, each later one a list of steps or a function of the tool outcomes the
+loop handed back (so the answer can say what the tool returned). A `FunctionCall` step ends a
+segment in that call; `outcomes` records every round's outcomes:
+
+    model = ScriptedTurn(
+        ["Let me roll.\\n", FunctionCall("roll", {"sides": 6}, id="call_1")],
+        lambda outcomes: [f"You rolled {outcomes[0].output}."],
+    )
+    turn = await run_turn(orchestrator, model, context, tools={"roll": roll})
+    assert turn.status == "completed" and model.outcomes[0][0].output == "4"
 """
 
 from __future__ import annotations
@@ -24,11 +36,12 @@ import asyncio
 import inspect
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeAlias
+from typing import Self, TypeAlias
 
 from cordstream.domain import (
     DoneChunk,
     ErrorChunk,
+    FunctionCall,
     FunctionCallChunk,
     ProcessedChunk,
     ProviderError,
@@ -36,8 +49,19 @@ from cordstream.domain import (
 )
 from cordstream.shell.config import StreamConfig
 from cordstream.shell.context import StreamContext
+from cordstream.shell.providers.base import ToolOutcome
 
-__all__ = ["Do", "Hang", "Raw", "ScriptProvider", "ScriptStream", "Sleep", "Step"]
+__all__ = [
+    "Do",
+    "Hang",
+    "Raw",
+    "Round",
+    "ScriptProvider",
+    "ScriptStream",
+    "ScriptedTurn",
+    "Sleep",
+    "Step",
+]
 
 
 @dataclass(frozen=True)
@@ -67,6 +91,9 @@ class Raw:
 
 
 Step: TypeAlias = str | Sleep | Hang | Do | Raw | BaseException | object
+
+Round: TypeAlias = Sequence[Step] | Callable[[Sequence[ToolOutcome]], Sequence[Step]]
+"""A later segment of a `ScriptedTurn`: its steps, or a function of the tool outcomes."""
 
 _CHUNKS = (TextChunk, DoneChunk, ErrorChunk, FunctionCallChunk)
 
@@ -181,6 +208,65 @@ class ScriptProvider:
         finally:
             self.stopped()
             self.calls.append("close")
+
+
+class ScriptedTurn(ScriptProvider):
+    """A `ScriptProvider` for `run_turn` (a `ToolProvider`): `steps` is the first segment's
+    script, `then` the scripts of the segments after each tool round, in order (see the
+    module docstring). A `FunctionCall` step is played as `FunctionCallChunk(call)`; parallel
+    calls are one step, `FunctionCallChunk([first, second])`.
+
+    `after_tools(outcomes)` notes the outcomes and returns the provider of the next segment, a
+    new `ScriptedTurn` that shares this one's records: `outcomes`, what each tool round handed
+    back (a list per round), and `segments`, the provider of each segment, this one first (each
+    with its own `calls`, `closed`, ...). With no segment left it raises `ValueError`, which
+    `run_turn` reports as an `error` turn (`TurnResult.error`), as it does for an adapter.
+    """
+
+    outcomes: list[list[ToolOutcome]]
+    segments: list[ScriptedTurn]
+
+    def __init__(
+        self,
+        steps: Sequence[Step],
+        *then: Round,
+        name: str = "script",
+        headline: str | BaseException | None = None,
+        raise_in_process: BaseException | None = None,
+    ) -> None:
+        super().__init__(
+            [_played(step) for step in steps],
+            name=name,
+            headline=headline,
+            raise_in_process=raise_in_process,
+        )
+        self.then: tuple[Round, ...] = then
+        self.outcomes = []
+        self.segments = [self]
+
+    def after_tools(self, outcomes: Sequence[ToolOutcome]) -> Self:
+        handed_back = list(outcomes)
+        self.outcomes.append(handed_back)
+        if not self.then:
+            raise ValueError(
+                f"the scripted turn has no segment after tool round {len(self.outcomes)}"
+            )
+        following, *later = self.then
+        steps = following(handed_back) if callable(following) else following
+        segment = type(self)(
+            steps,
+            *later,
+            name=self.name,
+            headline=self.headline,
+            raise_in_process=self.raise_in_process,
+        )
+        segment.outcomes, segment.segments = self.outcomes, self.segments
+        self.segments.append(segment)
+        return segment
+
+
+def _played(step: Step) -> Step:
+    return FunctionCallChunk(step) if isinstance(step, FunctionCall) else step
 
 
 class ScriptStream:
