@@ -25,7 +25,8 @@ and SystemExit raised by the provider end it like a cancellation and reach the c
 
 Faults (the last resort: `step` is total, so this is for bugs). The first fault, in `step` or
 in the shell, is fed to the core as `ProviderCrashed`, which ends the stream the B13 way. If the
-core cannot even do that, it is fed nothing more; once the requests in flight are answered,
+core cannot even do that, or never started (a fault before `Started`: nothing to end, and no
+event may come first), it is fed nothing more; once the requests in flight are answered,
 `cordstream.domain.machine.abandon` makes the result from the state as it stands and the
 answers it missed. Events a correct shell never feeds are listed in `StreamResult.anomalies`
 and logged as a warning on the `cordstream` logger, so a bug here is never silent.
@@ -46,6 +47,7 @@ from cordstream.domain.final import cancel_edits
 from cordstream.domain.machine import abandon
 from cordstream.domain.redact import Secrets
 from cordstream.domain.requests import StopRequest, resolve
+from cordstream.shell.arguments import stream_argument_error
 from cordstream.shell.buttons import StopControl
 from cordstream.shell.config import StreamConfig
 from cordstream.shell.context import StreamContext, StreamProvider
@@ -89,7 +91,11 @@ class StreamOrchestrator(StopRequests):
         self, provider: StreamProvider[Any], config: StreamConfig, context: StreamContext
     ) -> StreamResult:
         """Stream one provider response into `context.channel` (a channel, or an interaction to
-        answer, K1); one result, never raises."""
+        answer, K1); one result, never raises. A wrong argument is an `error` result whose
+        `data` is a TypeError naming it (`cordstream.shell.arguments`); nothing is sent."""
+        wrong = stream_argument_error(provider, config, context)
+        if wrong is not None:
+            return StreamResult("error", data=wrong)
         return await _Stream(self, provider, config, context).run()
 
 
@@ -174,8 +180,6 @@ class _Stream:
                 raise asyncio.CancelledError  # the caller cancelled while the provider closed
 
     async def stream(self) -> None:
-        if not isinstance(channel_id_of(self.context.channel), int):
-            raise TypeError("StreamContext.channel must have an int `id` (a channel's `id`)")
         target = self.courier.target
         if isinstance(target, InteractionTarget):
             self.courier.spawn(target.begin())  # deferred at once, while the provider starts
@@ -285,8 +289,8 @@ class _Stream:
         """A fault in `step` or in the shell: end the stream as B13 (see the docstring)."""
         if self.result is not None or self.broken:
             return
-        if self.fault_error is None:
-            self.fault_error = error
+        first, self.fault_error = self.fault_error is None, self.fault_error or error
+        if first and self.state.phase != "ready":  # a core never started is fed nothing
             try:
                 self.state, effects = step(self.state, ev.ProviderCrashed(self.loop.time(), error))
                 for effect in effects:
@@ -314,6 +318,8 @@ class _Stream:
         if self.result is not None:
             return
         now, late = self.loop.time(), tuple(self.late)
+        if self.state.phase == "ready":  # it never started: it ran for no time
+            now = self.state.core.started_at
         try:
             result = abandon(self.state, error, now, late)
         except Exception:  # pragma: no cover - the state itself is beyond use

@@ -36,6 +36,7 @@ from cordstream.domain import (
     sum_turn_usage,
 )
 from cordstream.domain.outcome import accumulated_text
+from cordstream.shell.arguments import turn_argument_error
 from cordstream.shell.config import StreamConfig
 from cordstream.shell.context import StreamContext
 from cordstream.shell.orchestrator import FINAL_EDIT_TIMEOUT, StreamOrchestrator
@@ -77,8 +78,9 @@ class TurnResult:
     - `segments`: every segment's `StreamResult`, in order (empty retries included).
     - `usage`: the turn's bill (`sum_turn_usage`), or the estimate when `usage_estimated`.
     - `tool_runs`: every tool call run, in order.
-    - `error`: what `after_tools` raised, when a broken adapter ended the turn (status
-      `error`, the last segment a `function_call`).
+    - `error`: what ended the turn outside a stream (status `error`): what `after_tools`
+      raised, when a broken adapter ended the turn (the last segment a `function_call`), or
+      the TypeError for a wrong argument (also its one segment's `data`; nothing was sent).
     """
 
     status: TurnStatus
@@ -160,7 +162,12 @@ async def run_turn(
     tool_timeout: float | None = 60.0,
     prompt_text: str = "",
 ) -> TurnResult:
-    """Stream one user turn into Discord, running tools until the model answers."""
+    """Stream one user turn into Discord, running tools until the model answers. A wrong
+    argument ends the turn as `error` at once, its `error` (and its one segment's `data`) a
+    TypeError naming it (`cordstream.shell.arguments`); nothing is sent."""
+    wrong = turn_argument_error(orchestrator, provider, context, tools, config)
+    if wrong is not None:
+        return _turn("error", [StreamResult("error", data=wrong)], [], "", wrong)
     try:
         return await _run_turn(
             orchestrator,

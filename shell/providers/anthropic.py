@@ -50,6 +50,7 @@ from anthropic.types import (
 from cordstream import domain
 from cordstream.shell.providers import base
 from cordstream.shell.providers.base import ToolOutcome
+from cordstream.shell.providers.connection import connection_error
 
 AnthropicItem: TypeAlias = domain.ProcessedChunk
 """What `start_stream` yields: finished chunks (`base` says why `process_chunk` passes them on)."""
@@ -383,7 +384,7 @@ def _failure(error: Exception) -> domain.ProviderError | None:
     if isinstance(error, anthropic.APITimeoutError | httpx2.TimeoutException):
         return base.timeout_error(error)
     if isinstance(error, anthropic.APIConnectionError | httpx2.TransportError):
-        return base.connection_error(error)
+        return connection_error(error, connecting=(httpx2.ConnectError,))
     if isinstance(error, json.JSONDecodeError):
         return base.malformed_event_error(error)
     if isinstance(error, anthropic.APIError):

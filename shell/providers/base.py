@@ -10,9 +10,11 @@ its events (`_answer`, a `StreamAnswer`), which SDK exceptions are provider fail
 (`_failure`), how the conversation continues after a tool round (`_continued`), and how its
 stream is closed (`_sdk_packages`, `_sdk_root`, `_close_stream`). What every adapter promises
 is stated in the contract's "Provider adapters" section; the helpers here (`error_from_status`,
-`timeout_error`, `connection_error`, `malformed_event_error`, `truncated_error`, `text_end`,
-`calls_end`, `finish_metadata`, `tool_arguments`) make each promise one piece of code, so the
-same failure gets the same kind and code whatever the SDK.
+`timeout_error`, `malformed_event_error`, `truncated_error`, `text_end`, `calls_end`,
+`finish_metadata`, `tool_arguments`) and `cordstream.shell.providers.connection`'s
+`connection_error` make each promise one piece of code, so the same failure gets the same kind
+and code whatever the SDK; every failure's message passes through that module's `plain`, so no
+Python repr reaches an embed.
 
 **Why `process_chunk` is the identity.** Turning the SDK's events into chunks needs the
 whole stream: tool-call fragments are assembled across events, usage reports are merged, the
@@ -40,7 +42,7 @@ import re
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import (
     Any,
@@ -63,6 +65,7 @@ from cordstream.domain.catalogue import DEFAULT_CATALOGUE, ENGLISH, Catalogue
 from cordstream.domain.embeds import HEADLINE_KEYS, error_headline, reads_as_model_error
 from cordstream.shell.config import StreamConfig
 from cordstream.shell.context import StreamContext, StreamProvider
+from cordstream.shell.providers.connection import plain
 from cordstream.shell.secrets import client_secrets
 
 FinishReason: TypeAlias = Literal["stop", "length", "tool_calls", "content_filter", "other"]
@@ -276,6 +279,7 @@ class Adapter(ABC, Generic[ClientT, StreamT, TurnT]):
             failure = self._failure(error)
             if failure is None:
                 raise
+            failure = replace(failure, message=plain(failure.message))
         finally:
             if stream is not None:
                 await self._close(stream, noted)
@@ -484,19 +488,6 @@ def timeout_error(original: object = None) -> domain.ProviderError:
     """The SDK gave up waiting for the provider (its own read or connect timeout)."""
     return domain.ProviderError(
         "timeout", "the provider did not answer in time", retryable=True, original=original
-    )
-
-
-def connection_error(original: object = None) -> domain.ProviderError:
-    """The connection failed or was cut before the stream finished."""
-    detail = str(original).strip() if original is not None else ""
-    message = "the connection to the provider was lost"
-    return domain.ProviderError(
-        "api_error",
-        f"{message}: {detail}" if detail else message,
-        code="connection_error",
-        retryable=True,
-        original=original,
     )
 
 

@@ -42,6 +42,7 @@ from google.genai import types
 from cordstream import domain
 from cordstream.shell.providers import base
 from cordstream.shell.providers.base import ToolOutcome
+from cordstream.shell.providers.connection import connection_error
 from cordstream.shell.secrets import client_secrets
 
 GeminiItem: TypeAlias = domain.ProcessedChunk
@@ -60,6 +61,7 @@ _FAILURES: Final = (
     httpx2.RequestError,
     OSError,  # TimeoutError, ConnectionResetError …
 )
+_CONNECTING: Final = (aiohttp.ClientConnectorError, httpx2.ConnectError)
 _SDK_PACKAGE: Final = "google.genai"
 _RETRY_INFO: Final = "google.rpc.RetryInfo"
 
@@ -234,7 +236,7 @@ def _failure(error: Exception) -> domain.ProviderError:
         return base.malformed_event_error(error)
     if isinstance(error, _TIMEOUTS):
         return base.timeout_error(error)
-    return base.connection_error(error)
+    return connection_error(error, connecting=_CONNECTING)
 
 
 def _api_failure(error: genai_errors.APIError) -> domain.ProviderError:

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, Self, TypeAlias, cast
 
+import httpx2
 import openai
 from openai.types.chat import (
     ChatCompletionChunk,
@@ -44,6 +45,7 @@ from openai.types.chat import (
 from cordstream import domain
 from cordstream.shell.providers import base
 from cordstream.shell.providers.base import ToolOutcome
+from cordstream.shell.providers.connection import connection_error
 
 OpenAIItem: TypeAlias = domain.ProcessedChunk
 """What `start_stream` yields: finished chunks (`base` says why `process_chunk` passes them on)."""
@@ -367,7 +369,7 @@ def _failure(error: Exception) -> domain.ProviderError | None:
     if isinstance(error, openai.APITimeoutError):
         return base.timeout_error(error)
     if isinstance(error, openai.APIConnectionError):
-        return base.connection_error(error)
+        return connection_error(error, connecting=(httpx2.ConnectError,))
     status = error.status_code if isinstance(error, openai.APIStatusError) else None
     body: object = error.body
     if isinstance(body, Mapping) and isinstance(body.get("error"), Mapping):
