@@ -10,8 +10,9 @@ view of the work tree, never a stale `build/`):
    exactly (`--no-build-isolation`), which proves the floor; and as `pip wheel` builds it for
    a user (isolated, the newest setuptools). Both hold only `cordstream/` and the metadata:
    every package folder under `domain/` and `shell/`, `py.typed` in both, the LICENSE.
-2. A fresh virtual environment gets that wheel (not editable) with the `openai` extra, and
-   mypy, at the versions in `constraints.txt`. Working from a folder outside the repo:
+2. A fresh virtual environment gets that wheel (not editable) with the `openai` and `testing`
+   extras, and mypy, at the versions in `constraints.txt`. Working from a folder outside the
+   repo:
    - every public name of `cordstream.domain`, `cordstream.shell`, `cordstream.shell.bot`,
      `cordstream.shell.providers` and `cordstream.shell.testing` imports (an adapter whose SDK
      is absent raises the ImportError that names its extra);
@@ -19,7 +20,9 @@ view of the work tree, never a stale `build/`):
      `ChatBot` on a scripted model);
    - `mypy --strict` passes on `typed_bot.py` (a typed tool loop using `run_turn`,
      `StreamOrchestrator` and a provider) and on the README's Python examples, so the
-     library's types reach a user's type checker and the README's code is right.
+     library's types reach a user's type checker and the README's code is right;
+   - the README's quick start, `bot.py` and `test_bot.py` as written, passes its test under
+     pytest (cordstream's plugin, the local Discord) and `mypy --strict`.
 3. Next to a bot with its own `domain` package and `shell.py` module (`collide/`), run from
    the bot's folder so its modules come first on `sys.path`: the bot's script works, the
    demo works (`python -m cordstream.shell.cli demo`), and mypy passes on the bot.
@@ -138,11 +141,32 @@ def check_wheel(wheel: Path, src: Path) -> None:
         raise CheckFailed(f"{wheel.name}: " + "; ".join(problems))
 
 
+_FILE = re.compile(r"# (\w+\.py)\n")
+
+
+def readme_quick_start(readme: Path, into: Path) -> list[Path]:
+    """The README's quick start: the blocks whose first line names their file (`# bot.py`)."""
+    blocks = re.findall(r"```python\n(.*?)```", readme.read_text(encoding="utf-8"), re.DOTALL)
+    into.mkdir()
+    paths = []
+    for block in blocks:
+        named = _FILE.match(block)
+        if named is not None:
+            paths.append(into / named.group(1))
+            paths[-1].write_text(block, encoding="utf-8")
+    if sorted(p.name for p in paths) != ["bot.py", "test_bot.py"]:
+        raise CheckFailed(f"the README's quick start is not bot.py and test_bot.py: {paths}")
+    return paths
+
+
 def readme_modules(readme: Path, into: Path) -> list[Path]:
-    """The README's Python blocks as modules: a block that starts with an import starts one."""
+    """The README's other Python blocks as modules: a block that starts with an import starts
+    one."""
     blocks = re.findall(r"```python\n(.*?)```", readme.read_text(encoding="utf-8"), re.DOTALL)
     modules: list[list[str]] = []
     for block in blocks:
+        if _FILE.match(block):
+            continue
         first = next(line for line in block.splitlines() if line and not line.startswith("#"))
         if first.startswith(("import ", "from ")) or not modules:
             modules.append([])
@@ -184,8 +208,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_wheel(wheel, src)
         step(f"wheel built as pip builds it for a user: {wheel.name}")
         install: list[str | Path] = [python, "-m", "pip", "install", "-q", "-c", constraints]
-        run([*install, f"{wheel}[openai]", "mypy"], work)
-        step("installed into a fresh venv, not editable, with the openai extra and mypy")
+        run([*install, f"{wheel}[openai,testing]", "mypy"], work)
+        step("installed into a fresh venv, not editable, with [openai,testing] and mypy")
 
         user.mkdir()
         shutil.copy2(HERE / "typed_bot.py", user)
@@ -200,6 +224,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         mypy: list[str | Path] = [python, "-m", "mypy", "--strict", "--no-incremental"]
         run([*mypy, "typed_bot.py", *(p.name for p in examples)], user)
         step(f"mypy --strict: typed_bot.py and the README's {len(examples)} examples")
+        quick = readme_quick_start(src / "README.md", user / "quickstart")
+        pytest: list[str | Path] = [
+            python,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "test_bot.py",
+        ]
+        run(pytest, quick[0].parent, expect=r"1 passed")
+        run([*mypy, *(p.name for p in quick)], quick[0].parent)
+        step("the README's quick start: its bot passes its test (pytest), mypy --strict passes")
 
         shutil.copytree(HERE / "collide", bot)
         run([python, "bot.py"], bot, expect=r"ran bot \| hello, world")
