@@ -11,17 +11,19 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,all]'
-	# The import names for mypy (mypy.ini says why): .venv/src/cordstream/{domain,shell}.
+	# The import names for mypy (mypy.ini says why): .venv/src/cordstream/{domain,shell}, and
+	# the top-level package's own files.
 	mkdir -p $(VENV)/src/cordstream
 	ln -sfn ../../../domain $(VENV)/src/cordstream/domain
 	ln -sfn ../../../shell $(VENV)/src/cordstream/shell
+	ln -sfn ../../../cordstream/__init__.py ../../../cordstream/__main__.py $(VENV)/src/cordstream/
 	touch $(STAMP)
 
 test: lint typecheck pytest install-check
 
 lint: $(STAMP)
-	$(BIN)/ruff check domain shell tests bench examples
-	$(BIN)/ruff format --check domain shell tests bench examples
+	$(BIN)/ruff check cordstream domain shell tests bench examples
+	$(BIN)/ruff format --check cordstream domain shell tests bench examples
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict

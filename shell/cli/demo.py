@@ -165,7 +165,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     demo.add_argument(
         "--timeout", type=positive_seconds, default=3.0, help="inactivity timeout in seconds (3)"
     )
-    demo.set_defaults(demo_parser=demo)  # for the errors only `--bot` can tell
+    demo.set_defaults(command_parser=demo)  # its errors say `cordstream demo: error: …`
     demo.add_argument(
         "--bot",
         action="store_true",
