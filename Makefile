@@ -55,9 +55,10 @@ bench: $(STAMP)
 # The soak (tests/soak/ says how): 5,000 randomized streams under faults through the real
 # shell, discord.py and the emulator, 8 at once; 1,000 more under Discord's real rate limits,
 # 250 at once; then 1,000 concurrent 3-line answers at the 50/s global limit, each of which
-# must arrive whole. Faults include hanging provider cleanups, providers that swallow or
-# convert cordstream's cancellation, callers that cancel (also during a global 429 wait) or
-# time out, and stops racing follow-ups. ARGS=... passes options, e.g.
+# must arrive whole; then 500 into slash commands' interactions through a bot on the
+# emulator's gateway, 20 at once. Faults include hanging provider cleanups, providers that
+# swallow or convert cordstream's cancellation, callers that cancel (also during a global 429
+# wait) or time out, and stops racing follow-ups. ARGS=... passes options, e.g.
 # ARGS="--streams 20000 --seed 3"; a short soak runs inside `make test`.
 soak: $(STAMP)
 	$(BIN)/python -m tests.soak $(ARGS)
