@@ -11,17 +11,19 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,all]'
-	# The import names for mypy (mypy.ini says why): .venv/src/cordstream/{domain,shell}.
+	# The import names for mypy (mypy.ini says why): .venv/src/cordstream/{domain,shell}, and
+	# the top-level package's own files.
 	mkdir -p $(VENV)/src/cordstream
 	ln -sfn ../../../domain $(VENV)/src/cordstream/domain
 	ln -sfn ../../../shell $(VENV)/src/cordstream/shell
+	ln -sfn ../../../cordstream/__init__.py ../../../cordstream/__main__.py $(VENV)/src/cordstream/
 	touch $(STAMP)
 
 test: lint typecheck pytest install-check
 
 lint: $(STAMP)
-	$(BIN)/ruff check domain shell tests bench examples
-	$(BIN)/ruff format --check domain shell tests bench examples
+	$(BIN)/ruff check cordstream domain shell tests bench examples
+	$(BIN)/ruff format --check cordstream domain shell tests bench examples
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict
@@ -53,9 +55,10 @@ bench: $(STAMP)
 # The soak (tests/soak/ says how): 5,000 randomized streams under faults through the real
 # shell, discord.py and the emulator, 8 at once; 1,000 more under Discord's real rate limits,
 # 250 at once; then 1,000 concurrent 3-line answers at the 50/s global limit, each of which
-# must arrive whole. Faults include hanging provider cleanups, providers that swallow or
-# convert cordstream's cancellation, callers that cancel (also during a global 429 wait) or
-# time out, and stops racing follow-ups. ARGS=... passes options, e.g.
+# must arrive whole; then 500 into slash commands' interactions through a bot on the
+# emulator's gateway, 20 at once. Faults include hanging provider cleanups, providers that
+# swallow or convert cordstream's cancellation, callers that cancel (also during a global 429
+# wait) or time out, and stops racing follow-ups. ARGS=... passes options, e.g.
 # ARGS="--streams 20000 --seed 3"; a short soak runs inside `make test`.
 soak: $(STAMP)
 	$(BIN)/python -m tests.soak $(ARGS)

@@ -2,12 +2,15 @@
 
 `cordstream demo` shows a stream end to end without any token or key; `cordstream chat`
 streams a real model's answer (any of the provider adapters) into the local Discord emulator
-or a real channel.
+or a real channel. `cordstream --version` prints the package's version.
 
-It fails like a tool: a bad option is an argparse error (exit 2); a problem outside the
-command (a server that cannot be reached, a refused token, a missing SDK) is one line on
-stderr, `cordstream chat: cannot reach …` (exit 2); Ctrl-C is `cordstream demo: interrupted`
-(exit 130), after the emulator, the Discord client and the model's client are closed.
+It fails like a tool: a bad option is an argparse error naming the subcommand, `cordstream
+chat: error: …` (exit 2); a problem outside the command (a server that cannot be reached, a
+refused token, a missing SDK) is one line on stderr, `cordstream chat: cannot reach …` (exit
+2), and a chat whose model failed says so in one line before anything else is printed (exit
+1 or 2). Ctrl-C is the entry point's (`cordstream.__main__`): one line, `cordstream demo:
+interrupted`, and exit 130, after the emulator, the Discord client and the model's client
+are closed (`asyncio.run` turns the first Ctrl-C into a cancellation of the command).
 """
 
 from __future__ import annotations
@@ -24,15 +27,16 @@ import discord
 # --bot`: the example bot, `bot`, with simulated users), `chat` (a real model), `console` (the
 # printing and local-Discord set-up they share). The test kit (the local Discord, the scripted
 # model) is imported only when a demo, or chat into the local Discord, runs.
+from cordstream import __version__
 from cordstream.shell.cli import chat, demo
 from cordstream.shell.cli.console import Failure, Log, render, say
-
-# The exit status of a command stopped by Ctrl-C (128 + SIGINT), as shells report it.
-INTERRUPTED = 130
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cordstream", description=__doc__)
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {__version__}", help="print the version"
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     demo.add_parser(commands)
     chat.add_parser(commands)
@@ -40,19 +44,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    name = f"{parser.prog} {args.command}"
+    """Run the command with `argv` (default: the process's arguments); the exit status. A bad
+    option raises SystemExit(2) after argparse's message; a Ctrl-C is a KeyboardInterrupt,
+    which the entry point (`cordstream.__main__`) turns into one line and 130."""
+    args = build_parser().parse_args(argv)
+    command: argparse.ArgumentParser = args.command_parser  # errors name the subcommand
+    name = command.prog
     try:
         if args.command == "chat":
-            return _chat(parser, args, name)
+            return _chat(command, args, name)
         if args.bot:
-            return _bot_demo(args.demo_parser, args)
+            return _bot_demo(command, args)
         return _demo(args)
-    except KeyboardInterrupt:
-        # asyncio.run cancelled the command on the first Ctrl-C and waited for its cleanup.
-        _complain(name, "interrupted")
-        return INTERRUPTED
     except Failure as failure:
         _complain(name, str(failure))
         return failure.status
@@ -69,7 +72,9 @@ def _chat(parser: argparse.ArgumentParser, args: argparse.Namespace, name: str) 
         raise Failure(f"{type(refused).__name__}: {refused}") from refused
     status, line = chat.outcome(ran)
     if line is not None:
-        _complain(name, line)
+        _complain(name, line)  # first: the channel and the turn follow, when they say more
+    if line is None or ran.turn.messages_sent:
+        say(ran.report)
     return status
 
 

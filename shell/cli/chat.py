@@ -23,7 +23,9 @@ line per message), so a slow model does not look hung. The exit status
 (`outcome`) is 0 when the turn completed, 1 when it ended any other way (an `error` turn says
 in one line on stderr what the model server answered), and 2 when the model server or Discord
 could not be reached, Discord refused the token or the channel, or the provider's SDK is not
-installed: one line on stderr that names the address or the extra, never a traceback.
+installed: one line on stderr that names the address or the extra, never a traceback. That
+line comes before the report (the channel as a user sees it, and the turn), which follows
+only when some of the answer reached the channel: an error embed alone says nothing more.
 """
 
 from __future__ import annotations
@@ -259,17 +261,20 @@ def _build_model(options: ChatOptions, environ: Mapping[str, str]) -> Model:
 
 @dataclass(frozen=True)
 class ChatRun:
-    """What `run` did: the turn, and the model server's address (for `outcome`)."""
+    """What `run` did: the turn, the model server's address (for `outcome`), and the report
+    to print after it: the channel as a user sees it (the emulator) and the turn."""
 
     turn: TurnResult
     model_url: str
+    report: str
 
 
 async def run(
     options: ChatOptions, out: Printer = print, environ: Mapping[str, str] | None = None
 ) -> ChatRun:
     """Stream one answer from the model into Discord, printing each new message (and, live,
-    each edit) as the channel accepts it (the emulator), then the channel and the turn.
+    each edit) as the channel accepts it (the emulator); the report (the channel and the
+    turn) is returned, for the command to print after its one-line verdict (`outcome`).
 
     A problem outside the turn (an SDK not installed, Discord unreachable or refusing the
     token or the channel, the emulator unable to listen) is a `Failure`; whatever the model
@@ -278,17 +283,17 @@ async def run(
     environ = os.environ if environ is None else environ
     config = config_for(options)
     model = build_model(options, environ)
+    shown: list[str] = []
     try:
         tools = DEMO_TOOLS if options.tools else {}
         orchestrator = StreamOrchestrator(StopRegistry())
         async with _destination(options, out) as (context, transcript):
             turn = await run_turn(orchestrator, model.provider, context, tools=tools, config=config)
             if transcript is not None:
-                out(render(turn.final, transcript()))
+                shown.append(render(turn.final, transcript()))
     finally:
         await model.close()
-    out(describe_turn(turn))
-    return ChatRun(turn, model.url)
+    return ChatRun(turn, model.url, "\n".join([*shown, describe_turn(turn)]))
 
 
 def config_for(options: ChatOptions) -> StreamConfig:
@@ -303,8 +308,10 @@ def config_for(options: ChatOptions) -> StreamConfig:
 async def run_chat(
     options: ChatOptions, out: Printer = print, environ: Mapping[str, str] | None = None
 ) -> TurnResult:
-    """`run`, for the turn alone."""
-    return (await run(options, out, environ)).turn
+    """`run`, for the turn alone, with the report printed (`out`) at the end."""
+    ran = await run(options, out, environ)
+    out(ran.report)
+    return ran.turn
 
 
 def outcome(chat: ChatRun) -> tuple[int, str | None]:
@@ -403,8 +410,15 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="stream a real model's answer into Discord (the local emulator by default)",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
+    chat.set_defaults(command_parser=chat)  # its errors say `cordstream chat: error: …`
     chat.add_argument("prompt", help="what the user asks")
-    chat.add_argument("--provider", choices=("openai", "anthropic", "gemini"), default="openai")
+    chat.add_argument(
+        "--provider",
+        choices=("openai", "anthropic", "gemini"),
+        default="openai",
+        help="which SDK and API speaks to the model (openai, also for compatible servers "
+        "such as Ollama, vLLM or LM Studio); anthropic and gemini need their extra",
+    )
     chat.add_argument(
         "--model", default=os.environ.get("CORDSTREAM_MODEL"), help="model name ($CORDSTREAM_MODEL)"
     )
@@ -416,7 +430,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     chat.add_argument("--max-tokens", type=positive_tokens, default=1024, help="answer cap (1024)")
     chat.add_argument("--no-tools", action="store_true", help="do not offer the demo tools")
     chat.add_argument(
-        "--discord-token", default=os.environ.get("DISCORD_TOKEN"), help="($DISCORD_TOKEN)"
+        "--discord-token",
+        default=os.environ.get("DISCORD_TOKEN"),
+        help="the bot token for --channel-id ($DISCORD_TOKEN)",
     )
     chat.add_argument(
         "--channel-id", type=int, help="stream into this real channel instead of the emulator"

@@ -48,14 +48,27 @@ if TYPE_CHECKING:  # the test kit is imported when the demo runs (`script`, `run
     from cordstream.shell.testing.emulator import SentMessage
     from cordstream.shell.testing.script import ScriptProvider, Step
 
+# One long paragraph, every sentence in it once: at humanizer degree 3 each sentence is a
+# message of its own, and a repeated one would look like a duplicate send.
 _PARAGRAPH = (
     "Streaming into Discord looks simple until the details arrive. A message may hold at most "
     "two thousand characters, so a long answer must be cut, and every cut must fall where a "
     "reader expects it: after a sentence, never inside a word, never between an emoji and its "
     "skin tone. Code blocks are worse, because a block cut in two must be closed in the first "
     "message and reopened, with its language, in the second, or the rest of the answer renders "
-    "as code. Meanwhile the model keeps writing, the user may press stop, a new message may "
-    "arrive, and Discord may refuse a send. "
+    "as code. Live delivery edits one message as the answer grows, a cursor at its end, and "
+    "goes on in a new message once that one is full. Messages delivery sends a new message per "
+    "piece instead, and the humanizer sets the size of a piece: the whole answer at the end, a "
+    "line at a time, lines with a pause for typing, or one sentence at a time. Meanwhile the "
+    "model keeps writing, the user may press stop, a new message may arrive, and Discord may "
+    "refuse a send. Each of those moments has one answer, decided by a pure core that never "
+    "touches the network and never reads a clock. A stop sends the text already written and "
+    "ends the stream there; a new message from the user ends it too, and drops what was not "
+    "shown yet. When the model goes quiet for too long, the stream ends with a timeout, and "
+    "the channel is told why. Discord's rate limits set the pace, so the shell waits its turn "
+    "instead of collecting refusals. Whatever happens, the caller gets exactly one typed "
+    "result, with the messages sent, the text the channel shows and the tokens used, and its "
+    "tool loop decides what comes next."
 )
 _CODE = "\n".join(
     [
@@ -78,10 +91,11 @@ ANSWER = (
     "<think>The user asked how cordstream works. Show prose, a long paragraph and code.</think>"
     "Here is how **cordstream** delivers an answer.\n\n"
     "The channel shows the answer while the model writes it, instead of all of it at the end.\n"
-    + _PARAGRAPH * 3
+    + _PARAGRAPH
     + "\n\nA code block longer than one message is split line by line:\n\n"
     + _CODE
-    + "\n\nThat's all — nothing the model wrote is lost, and nothing is sent twice. 🎉\n"
+    # The emoji inside the sentence: alone after it, it would be a message of its own.
+    + "\n\nThat's all 🎉 — nothing the model wrote is lost, and nothing is sent twice.\n"
 )
 USAGE = {"prompt_tokens": 412, "completion_tokens": 1337}
 QUESTION = "@cordstream how do you deliver an answer?"
@@ -165,7 +179,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     demo.add_argument(
         "--timeout", type=positive_seconds, default=3.0, help="inactivity timeout in seconds (3)"
     )
-    demo.set_defaults(demo_parser=demo)  # for the errors only `--bot` can tell
+    demo.set_defaults(command_parser=demo)  # its errors say `cordstream demo: error: …`
     demo.add_argument(
         "--bot",
         action="store_true",

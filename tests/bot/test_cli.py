@@ -1,16 +1,20 @@
-"""The `cordstream` command fails like a tool: one line on stderr and an exit status, never a
-traceback. Ctrl-C, unreachable servers, bad options, a missing SDK, an emulator that cannot
-listen, and a chat that shows each message (live delivery: each edit too) as the channel
-receives it.
+"""The `cordstream` command behaves like a tool: one line on stderr and an exit status, never
+a traceback, and that line before anything else the command prints. Ctrl-C at any moment
+(loading, starting, streaming), unreachable servers, bad options (named by their subcommand),
+help on every option, `--version`, a missing SDK, an emulator that cannot listen, and a chat
+that shows each message (live delivery: each edit too) as the channel receives it.
 
 The Ctrl-C and progress tests run the installed command in its own process, against servers
-this test started on 127.0.0.1, and wait on what the process prints (never a fixed time).
+this test started on 127.0.0.1, and wait on what the process prints or loads (never a fixed
+time to let it get somewhere).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import errno
+import importlib.metadata
 import os
 import pty
 import select
@@ -28,6 +32,7 @@ import aiohttp.web
 import discord
 import pytest
 
+import cordstream
 from cordstream.shell.cli import build_parser, chat, demo, main
 from cordstream.shell.cli.chat import ChatOptions
 from cordstream.shell.config import StreamConfig
@@ -46,13 +51,15 @@ def _sigint_as_a_terminal_sends_it() -> None:
 
 
 @asynccontextmanager
-async def command(*args: str) -> AsyncIterator[asyncio.subprocess.Process]:
+async def command(
+    *args: str, env: dict[str, str] = ENV
+) -> AsyncIterator[asyncio.subprocess.Process]:
     process = await asyncio.create_subprocess_exec(
         str(CORDSTREAM),
         *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env=ENV,
+        env=env,
         preexec_fn=_sigint_as_a_terminal_sends_it,
     )
     try:
@@ -110,6 +117,57 @@ def text_frames(*pieces: str) -> list[bytes]:
 # --- Ctrl-C ------------------------------------------------------------------------------
 
 
+async def loading(process: asyncio.subprocess.Process) -> None:
+    """Wait until the process has begun loading the command: the interpreter's own start-up
+    (before any cordstream code runs, which nothing can answer but the default SIGINT) maps
+    no extension module; the library's first imports map several (`/proc/PID/maps`)."""
+    maps = Path(f"/proc/{process.pid}/maps")
+    deadline = time.monotonic() + 60
+    while ".cpython-" not in maps.read_text():
+        assert time.monotonic() < deadline, "the command loaded nothing within 60 s"
+        await asyncio.sleep(0.005)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("args", [["demo"], ["demo", "--bot"], ["chat"]], ids=" ".join)
+async def test_ctrl_c_a_tenth_of_a_second_in_is_one_line_and_exit_130(args: list[str]) -> None:
+    """0.1 s after the command started (or, on a machine so loaded that the interpreter is
+    still starting then, once it has begun loading the command), it is loading discord.py and
+    the library: one line, no traceback, exit 130.
+
+    With Python's default warnings, as a user runs it: an interrupt that lands inside the
+    import system, between its opening a module's file and reading it, leaves that file to
+    the garbage collector (CPython's, a ResourceWarning only when those are switched on)."""
+    async with ModelServer([Reply(frames=text_frames("never asked"))]) as server:
+        if args == ["chat"]:
+            args = ["chat", "--model", "m", "--base-url", server.url + "/v1", "hi"]
+        async with command(*args, env={"PATH": ENV["PATH"]}) as process:
+            started = time.monotonic()
+            await loading(process)
+            await asyncio.sleep(max(0.0, started + 0.1 - time.monotonic()))
+            process.send_signal(signal.SIGINT)
+            stdout, stderr = await finish(process)
+    assert process.returncode == 130, (stdout, stderr)
+    assert stderr == [f"cordstream {args[0]}: interrupted"]
+    assert "Traceback" not in stdout
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("args", [["demo"], ["demo", "--bot"]], ids=" ".join)
+async def test_ctrl_c_once_the_demo_has_said_its_first_line_is_one_line_and_exit_130(
+    args: list[str],
+) -> None:
+    """Right after the first line: the local Discord, its client (and, with --bot, the bot
+    on its gateway) are starting up."""
+    async with command(*args) as process:
+        await read_until(process, "cordstream demo")
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = await finish(process)
+    assert process.returncode == 130, (stdout, stderr)
+    assert stderr == ["cordstream demo: interrupted"]
+    assert "Traceback" not in stdout
+
+
 @pytest.mark.asyncio
 async def test_ctrl_c_in_the_demo_is_one_line_and_exit_130() -> None:
     async with command("demo", "--hang", "--timeout", "600") as process:
@@ -151,7 +209,35 @@ async def test_an_unreachable_model_server_is_one_line_naming_its_url_and_exit_2
     assert stderr == [
         f"cordstream chat: cannot reach the model server at {url}: connection refused"
     ]
-    assert "status:          error" in stdout  # the channel still shows what the user saw
+    # The two progress lines, and no report after them: the channel shows an error embed only.
+    started, embed = stdout.splitlines()
+    assert started == "cordstream chat: openai local-model → local Discord emulator, live delivery"
+    assert "] channel receives embed: " in embed
+
+
+@pytest.mark.asyncio
+async def test_a_failed_chat_says_so_first_then_shows_the_answer_it_got_that_far() -> None:
+    """The model's connection is cut after two lines: the one-line error comes before the
+    channel and the turn (stdout and stderr into one pipe, in the order they were written),
+    which follow because the channel shows some of the answer."""
+    cut = Reply(frames=text_frames("First line.\nSecond line.\n", "Third"), cut_after=3)
+    async with ModelServer([cut]) as server:
+        url = server.url + "/v1"
+        process = await asyncio.create_subprocess_exec(
+            str(CORDSTREAM),
+            *("chat", "--model", "local-model", "--base-url", url, "hi"),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            env=ENV,
+        )
+        output, _ = await asyncio.wait_for(process.communicate(), timeout=60)
+    assert process.returncode == 1
+    lines = output.decode().splitlines()
+    error = f"cordstream chat: the model server at {url} failed: "
+    (complaint,) = (i for i, line in enumerate(lines) if line.startswith(error))
+    assert lines.index("══════ #general ══════") > complaint
+    assert "First line." in lines[lines.index("══════ #general ══════") :]
+    assert "status:          error" in lines
 
 
 def test_an_unreachable_discord_is_one_line_naming_its_url_and_exit_2(
@@ -279,6 +365,55 @@ def test_a_bad_option_is_an_argparse_error(
     assert "Traceback" not in err
     last = err.splitlines()[-1]
     assert last.startswith(f"cordstream {argv[0]}: error: {complaint}"), last
+
+
+def test_the_commands_own_checks_name_the_subcommand(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("CORDSTREAM_MODEL", raising=False)
+    monkeypatch.delenv("DISCORD_TOKEN", raising=False)
+    for argv, complaint in [
+        (["chat", "hi"], "--model (or CORDSTREAM_MODEL) is required"),
+        (["chat", "--model=m", "--channel-id=1", "hi"], "--channel-id needs --discord-token"),
+    ]:
+        with pytest.raises(SystemExit) as exited:
+            main(argv)
+        assert exited.value.code == 2
+        err = capsys.readouterr().err.splitlines()
+        assert err[0].startswith("usage: cordstream chat ")
+        assert err[-1].startswith(f"cordstream chat: error: {complaint}"), err
+
+
+def test_every_option_of_every_command_has_help() -> None:
+    parser = build_parser()
+    (commands,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(commands.choices) == {"demo", "chat"}
+    for each in [parser, *commands.choices.values()]:
+        for action in each._actions:
+            if not isinstance(action, argparse._SubParsersAction):
+                assert action.help, f"{each.prog} {action.option_strings or action.dest}"
+                assert action.help != argparse.SUPPRESS
+
+
+def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"cordstream {cordstream.__version__}\n"
+    assert cordstream.__version__ == importlib.metadata.version("cordstream")
+
+
+def test_the_installed_command_prints_its_version_at_once() -> None:
+    """`cordstream --version`, and `python -m cordstream --version`, as a user runs them."""
+    for argv in ([str(CORDSTREAM)], [sys.executable, "-m", "cordstream"]):
+        done = subprocess.run(
+            [*argv, "--version"], capture_output=True, text=True, env=ENV, timeout=60, check=False
+        )
+        assert (done.returncode, done.stdout, done.stderr) == (
+            0,
+            f"cordstream {importlib.metadata.version('cordstream')}\n",
+            "",
+        )
 
 
 # --- a missing SDK, an emulator that cannot listen, a reader that has gone --------------------

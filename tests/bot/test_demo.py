@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from collections.abc import Coroutine
 from typing import Any, TypeVar, cast
 
@@ -54,6 +55,31 @@ async def test_demo_delivers_the_whole_answer_as_a_reply(delivery: Delivery) -> 
     assert messages[0].message_reference is not None  # F1
     assert not any(m.pings.anyone for m in messages)
     assert provider.closed  # B10
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+@pytest.mark.parametrize("degree", [0, 1, 2, 3])
+@pytest.mark.parametrize("delivery", DELIVERIES)
+async def test_no_two_messages_of_the_demo_are_alike_and_none_is_a_lone_emoji(
+    delivery: Delivery, degree: int
+) -> None:
+    """The demo must not look like a bug: a message that repeats another reads as a duplicate
+    send, and an emoji or a mark alone reads as a stray one, in every delivery, at every
+    humanizer degree (live delivery ignores the degree)."""
+    result, messages, _ = await run_demo(Options(delivery=delivery, humanizer=degree), quiet())
+    assert result.status == "completed"
+    contents = [m.content for m in messages]
+    assert len(contents) > 1
+    assert [c for c in contents if contents.count(c) > 1] == []
+    assert [c for c in contents if not any(char.isalnum() for char in c)] == []
+
+
+def test_no_sentence_of_the_demo_answer_is_written_twice() -> None:
+    prose = ANSWER.split("</think>", 1)[1].split("```", 1)[0] + ANSWER.rsplit("```", 1)[1]
+    sentences = [s for s in re.split(r"(?<=[.!?:])\s+", prose) if s]
+    assert len(sentences) > 10
+    assert [s for s in sentences if sentences.count(s) > 1] == []
 
 
 @pytest.mark.asyncio

@@ -9,10 +9,13 @@ view of the work tree, never a stale `build/`):
 1. The wheel is built twice: with the setuptools floor that `pyproject.toml` declares,
    exactly (`--no-build-isolation`), which proves the floor; and as `pip wheel` builds it for
    a user (isolated, the newest setuptools). Both hold only `cordstream/` and the metadata:
-   every package folder under `domain/` and `shell/`, `py.typed` in both, the LICENSE.
+   the top-level package's own files (`cordstream/`: `__version__`, the command's entry
+   point), every package folder under `domain/` and `shell/`, `py.typed` in all three, the
+   LICENSE.
 2. A fresh virtual environment gets that wheel (not editable) with the `openai` and `testing`
    extras, and mypy, at the versions in `constraints.txt`. Working from a folder outside the
    repo:
+   - `cordstream.__version__` is the wheel's version, and `cordstream --version` prints it;
    - every public name of `cordstream.domain`, `cordstream.shell`, `cordstream.shell.bot`,
      `cordstream.shell.providers` and `cordstream.shell.testing` imports (an adapter whose SDK
      is absent raises the ImportError that names its extra);
@@ -49,6 +52,21 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 PACKAGES = {"domain": "cordstream/domain", "shell": "cordstream/shell"}
+# The top-level package's own folder: its files, not subpackages, go into the wheel.
+TOP = "cordstream"
+
+VERSION = """
+import importlib.metadata
+import sys
+
+import cordstream
+
+assert cordstream.__file__ and "site-packages" in cordstream.__file__, cordstream.__file__
+assert cordstream.__version__ == importlib.metadata.version("cordstream") == sys.argv[1], (
+    cordstream.__version__, sys.argv[1]
+)
+print("cordstream", cordstream.__version__)
+"""
 
 PUBLIC_NAMES = """
 import importlib
@@ -130,7 +148,9 @@ def check_wheel(wheel: Path, src: Path) -> None:
     modules = {p.relative_to(src).as_posix() for f in PACKAGES for p in (src / f).rglob("*.py")}
     shipped = {n.removeprefix("cordstream/") for n in names if n.endswith(".py")}
     problems += [f"{module} is not in the wheel" for module in sorted(modules - shipped)]
-    typed = {f"{package}/py.typed" for package in PACKAGES.values()}
+    own = {p.relative_to(src).as_posix() for p in (src / TOP).glob("*.py")}
+    problems += [f"{module} is not in the wheel" for module in sorted(own - set(names))]
+    typed = {f"{package}/py.typed" for package in [TOP, *PACKAGES.values()]}
     problems += [f"{marker} is missing" for marker in sorted(typed - set(names))]
     if not any(name.endswith(".dist-info/licenses/LICENSE") for name in names):
         problems.append("no LICENSE in the metadata")
@@ -213,6 +233,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         user.mkdir()
         shutil.copy2(HERE / "typed_bot.py", user)
+        version = wheel.name.split("-")[1]
+        run([python, "-c", VERSION, version], user)
+        said = run([venv / "bin" / "cordstream", "--version"], user)
+        if said != f"cordstream {version}\n":
+            raise CheckFailed(f"`cordstream --version` printed {said!r}, not the wheel's {version}")
+        step(f"cordstream.__version__ and `cordstream --version`: {version}")
         run([python, "-c", PUBLIC_NAMES], user)
         step("every public name of cordstream.domain, .shell, .shell.providers, .shell.testing")
         run([venv / "bin" / "cordstream", "demo"], user, expect=r"status:\s+completed")

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 import discord
 import openai
 
+import cordstream
 from cordstream.shell import (
     StopRegistry,
     StreamConfig,
@@ -25,6 +26,7 @@ from cordstream.shell import (
 )
 from cordstream.shell.providers import OpenAIChatProvider
 
+VERSION: str = cordstream.__version__  # the top-level package is typed too
 orchestrator = StreamOrchestrator(StopRegistry())
 config = StreamConfig.from_env()
 model = openai.AsyncOpenAI(base_url="http://127.0.0.1:11434/v1", api_key="local")
