@@ -44,9 +44,11 @@ from cordstream.domain import (
     TimerFired,
     TokenUsage,
     initial_state,
+    outcome,
     step,
 )
 from cordstream.domain.catalogue import DEFAULT_CATALOGUE, ENGLISH
+from cordstream.domain.outcome import Ending
 from tests.support.driver import Driver, run
 
 USAGE = {"prompt_tokens": 3, "completion_tokens": 4}
@@ -1435,6 +1437,19 @@ def test_F4_lost_channel_stops_quietly(code: int, reason: StopReason) -> None:
     assert _embeds(driver) == []
     assert [s.content for s in driver.sends] == ["one", "two"]
     assert driver.closed
+
+
+@pytest.mark.parametrize(
+    ("code", "reason"), [(10003, "channel_deleted"), (50001, "missing_access")]
+)
+def test_F4_a_lost_channel_is_an_internal_stop_that_delivers_nothing_more(
+    code: int, reason: StopReason
+) -> None:
+    # The outcome `refused` decides, whole: nothing pending is delivered, at once.
+    settings = initial_state(StreamConfig()).core.settings
+    failure = DiscordFailure(code, 404 if code == 10003 else 403)
+    expected = Ending("stopped_by_user", "internal", stop_reason=reason, hurry=True, deliver=False)
+    assert outcome.refused(settings, None, failure) == expected
 
 
 @pytest.mark.parametrize(
