@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -31,20 +30,12 @@ import openai
 
 from cordstream.shell import StreamConfig
 from cordstream.shell.bot import ChatBot, Message
+from cordstream.shell.cli.dice import roll_dice  # the demo's dice tool, shared
 from cordstream.shell.providers import OpenAIChatProvider
 
 __all__ = ["SYSTEM", "TOOL_SPECS", "OpenAIModel", "build", "main", "roll_dice"]
 
 SYSTEM = "You are a helpful assistant in a Discord server. Answer concisely."
-
-
-async def roll_dice(arguments: Mapping[str, object]) -> object:
-    """The bot's tool: roll `count` dice with `sides` sides."""
-    sides, count = arguments.get("sides", 6), arguments.get("count", 1)
-    if not isinstance(sides, int) or not isinstance(count, int) or sides < 2 or count < 1:
-        raise ValueError("sides must be an integer ≥ 2 and count an integer ≥ 1")
-    rolls = [random.randint(1, sides) for _ in range(min(count, 100))]  # a game, not a secret
-    return {"rolls": rolls, "total": sum(rolls)}
 
 
 TOOL_SPECS: Sequence[Mapping[str, object]] = (
