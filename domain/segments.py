@@ -622,7 +622,9 @@ class _Work:
             # Never cut at the end of what has arrived: the next chunk may extend that
             # character's cluster (a skin tone after its emoji, E7).
             end = _best_cut(tail, start, min(seg.max_len, len(tail) - start - 1))
-            self.emit(Piece(tail[start:end]))
+            # Through the lookahead like any finished piece: a line of punctuation after
+            # the last cut can still join it (E6).
+            self.finish(Piece(tail[start:end]))
             if tail.count("`", start, end) % 2:
                 self.cut_in_code = not self.cut_in_code
             start = end

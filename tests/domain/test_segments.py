@@ -464,6 +464,26 @@ def test_E6_punctuation_after_a_full_line_and_a_blank_line_takes_its_end_along(
     assert "".join(driver.messages).replace("\n", "").replace(" ", "") == "a" * 200 + ":)"
 
 
+@pytest.mark.parametrize("degree", [0, 1, 2, 3])
+@pytest.mark.parametrize("blank", ["", "\n"])
+def test_E6_punctuation_after_a_full_line_takes_its_end_along_wherever_the_chunks_split(
+    blank: str, degree: int
+) -> None:
+    """The full line can leave the segmenter as a cut of the overflow rather than as a line
+    (a chunk ends right after its newline): it still waits for what follows, so punctuation
+    arriving in the next chunk takes its end along (E6), at every degree."""
+    config = StreamConfig(max_message_length=200, humanizer_degree=degree)
+    text = "a" * 200 + "\n" + blank + ":)\n"
+    for split in range(1, len(text)):
+        driver = Driver(config)
+        driver.start()
+        driver.text(text[:split], text[split:])
+        driver.end()
+        assert all(len(m) <= 200 for m in driver.messages), split
+        assert ":)" not in driver.messages, (split, driver.messages)
+        assert "".join(driver.messages).replace("\n", "") == "a" * 200 + ":)", split
+
+
 def test_E6_punctuation_at_the_end_after_a_piece_too_full_moves_its_end_over() -> None:
     """Nothing follows: the end of the full piece goes with the punctuation instead."""
     config = StreamConfig(max_message_length=200)
