@@ -6,9 +6,10 @@ catalogue and locale (`cordstream.domain.catalogue`) and the stream's secrets. G
 each embed holds.
 
 The idea: every text an embed shows, whoever wrote it (the provider, an exception, a
-translation), takes the same three steps before it reaches an `EmbedSpec` (`_shown`; for the
+translation), takes the same four steps before it reaches an `EmbedSpec` (`_shown`; for the
 detail, `_description`): it is made sendable (`graphemes.sendable`, E7), then redacted
-(`redact_head`, G4), then cut to Discord's limit with an ellipsis (G3). So nothing reaches the
+(`redact_head`, G4), then rid of Python's object reprs and addresses (`plain`), then cut to
+Discord's limit with an ellipsis (G3). So nothing reaches the
 channel unredacted, and the limits count what Discord counts. Text heuristics (is this a
 model error, a quota, a context length?) read only the start of a text, so a 10 MB error
 message costs nothing more.
@@ -105,7 +106,8 @@ _MODEL_ERROR_TEXT: Final = re.compile(
     r"|\bdoes not exist\b|\bdeprecated\b|not_found_error.*model",
     re.IGNORECASE,
 )
-# The catalogue's headline for each kind (G1); a truncated stream has its own.
+# The catalogue's headline for each kind (G1); a truncated stream and a failed connection
+# (by their `code`) have their own.
 HEADLINE_KEYS: Final[Mapping[ErrorKind, MessageKey]] = {
     "rate_limit": "headline.rate_limit",
     "provider_overloaded": "headline.provider_overloaded",
@@ -114,6 +116,10 @@ HEADLINE_KEYS: Final[Mapping[ErrorKind, MessageKey]] = {
     "model_error": "headline.model_error",
     "api_error": "headline.api_error",
     "unknown": "headline.unknown",
+}
+_SPECIAL_HEADLINES: Final[Mapping[str, MessageKey]] = {
+    "truncated": "headline.truncated",
+    "connection_error": "headline.connection",
 }
 _CONTEXT_LENGTH_TEXT: Final = re.compile(
     r"context[\s_-]+length|context[\s_-]+window|maximum context"
@@ -125,6 +131,15 @@ _QUOTA_TEXT: Final = re.compile(
     re.IGNORECASE,
 )
 # Heuristics read the start of each text only: a 10 MB message costs nothing more.
+# Python's words, which never reach a channel (`plain`), each with one blank before it (so
+# no double space is left). Every quantifier that could run over a long stretch is bounded or
+# stops at a character the next part cannot start with: a 10 MB text costs a few linear passes.
+_LABEL: Final = r"[ \t]?(?:\b[A-Za-z_][\w.]{0,63}[:=])?"  # `ssl:` in `ssl:<… object at 0x…>`
+_OBJECT_REPR: Final = re.compile(_LABEL + r"<[^<>\n]*\bat 0x[0-9A-Fa-f]+>")
+_EXCEPTION_REPR: Final = re.compile(_LABEL + r"<[\w.]*(?:Error|Exception|Warning)\b[^<>\n]*>")
+_ADDRESS: Final = re.compile(r"(?:[ \t]{1,8}at)?[ \t]?\b0x[0-9A-Fa-f]{6,}\b")
+_BRACKETS: Final = re.compile(r"[ \t]?(?:\([\s\0]*\)|\[[\s\0]*\]|\{[\s\0]*\})")
+_GONE: Final = "\0"  # where `plain` took something out, until the brackets left empty go
 _SCAN_LIMIT: Final = 8192
 _MIN_DETAIL_ROOM: Final = 16
 _DIG_DEPTH: Final = 4
@@ -145,6 +160,9 @@ def provider_error_embed(
             headline = catalogue.text(locale, headline.key)
         detail = error_detail(error)
         category = _category(error, detail)
+        title = catalogue.text(locale, _TITLES[category])
+        if isinstance(headline, str):
+            headline = _without_title(headline, title)
         if not isinstance(headline, str) or not headline.strip():
             headline = (
                 catalogue.text(locale, "headline.model_error")
@@ -152,7 +170,7 @@ def provider_error_embed(
                 else catalogue.text(locale, "description.stopped", reason=str(error.kind))
             )
         return EmbedSpec(
-            title=_shown(catalogue.text(locale, _TITLES[category]), TITLE_LIMIT, secrets),
+            title=_shown(title, TITLE_LIMIT, secrets),
             description=_description(
                 headline, detail, catalogue.text(locale, "details.label"), secrets
             ),
@@ -162,14 +180,36 @@ def provider_error_embed(
         return _fallback("title.unknown", "error")
 
 
+def plain(text: str) -> str:
+    """`text` without Python object reprs, exception reprs or memory addresses (with the
+    label glued to one, and the brackets they leave empty); the rest as written (a text with
+    a NUL in it is left alone: NUL marks what is taken out).
+
+    Every text an embed shows passes through it (`_shown`), and the adapters pass every
+    failure's message through it: a user reads the provider's words, never Python's."""
+    if ("<" not in text and "0x" not in text) or _GONE in text:
+        return text
+    cleaned = _OBJECT_REPR.sub(_GONE, text)
+    cleaned = _EXCEPTION_REPR.sub(_GONE, cleaned)
+    cleaned = _ADDRESS.sub(_GONE, cleaned)
+    if _GONE not in cleaned:
+        return text
+    cleaned = _BRACKETS.sub(_unless_emptied, cleaned).replace(_GONE, "")
+    return cleaned.strip(" \t:;,=-")
+
+
+def _unless_emptied(brackets: re.Match[str]) -> str:
+    """Brackets that held only what `plain` took out go with it; a writer's own `()` stays."""
+    return "" if _GONE in brackets[0] else brackets[0]
+
+
 def error_headline(
     error: ProviderError, locale: str = DEFAULT_LOCALE, catalogue: Catalogue = DEFAULT_CATALOGUE
 ) -> CatalogueText:
     """What happened, in one line, by kind (G1): the catalogue's `headline.<kind>` message;
-    a stream cut short (`code="truncated"`) says so rather than "returned an error"."""
-    key: MessageKey = (
-        "headline.truncated" if error.code == "truncated" else HEADLINE_KEYS[error.kind]
-    )
+    a stream cut short (`code="truncated"`) and a failed connection (`"connection_error"`)
+    say so rather than "returned an error"."""
+    key: MessageKey = _SPECIAL_HEADLINES.get(str(error.code), HEADLINE_KEYS[error.kind])
     return CatalogueText(catalogue.text(locale, key), key)
 
 
@@ -258,6 +298,16 @@ def _colour(category: _Category, retryable: bool) -> EmbedColour:
     return "warning" if retryable is True else "error"
 
 
+def _without_title(headline: str, title: str) -> str:
+    """G3: a headline that starts by repeating the title ("API Error: The model provider…"
+    under the title "API Error") without it; empty when it is the title and nothing else."""
+    if not title.strip():
+        return headline
+    repeat = r"\s*" + re.escape(title.strip()) + r"\s*(?:[:.\-–—]\s*|\Z)"
+    found = re.match(repeat, headline, re.IGNORECASE)
+    return headline if found is None else headline[found.end() :]
+
+
 def _description(headline: str, detail: str | None, label: str, secrets: Secrets) -> str:
     """G3: the headline, then the detail block unless the headline already says it."""
     shown_headline = _shown(headline, DESCRIPTION_LIMIT, secrets)
@@ -265,16 +315,16 @@ def _description(headline: str, detail: str | None, label: str, secrets: Secrets
         return shown_headline
     block = f"\n\n{_shown(label, TITLE_LIMIT, secrets)}\n"
     room = DESCRIPTION_LIMIT - len(shown_headline) - len(block)
-    shown_detail = redact_head(sendable(detail), max(room, 0) + 1, secrets).strip()
+    shown_detail = plain(redact_head(sendable(detail), max(room, 0) + 1, secrets)).strip()
     if not shown_detail or shown_detail in shown_headline or room < _MIN_DETAIL_ROOM:
         return shown_headline
     return shown_headline + block + _fit(shown_detail, room)
 
 
 def _shown(text: str, limit: int, secrets: Secrets) -> str:
-    """`text` as Discord shows it, redacted (G4), then cut to `limit` characters with an
-    ellipsis."""
-    return _fit(redact_head(sendable(text), limit + 1, secrets), limit)
+    """`text` as Discord shows it, redacted (G4) and without Python's reprs (`plain`), then
+    cut to `limit` characters with an ellipsis."""
+    return _fit(plain(redact_head(sendable(text), limit + 1, secrets)), limit)
 
 
 def _fit(text: str, limit: int) -> str:

@@ -19,21 +19,22 @@ resolved", `ConnectionRefusedError` "connection refused", an `ssl.SSLError` whil
 does not name is left out, not guessed; the SDK's own text never enters the message. It stays
 in `ProviderError.original`, for the bot's logs.
 
-`plain(text)` removes object reprs (`<… object at 0x…>`, `<SomeError: …>`) and memory
-addresses. `Adapter` passes every failure's message through it, so the provider's own words
-reach the embed and Python's do not.
+`plain(text)` (from `cordstream.domain.embeds`, where every embed text passes through it too)
+removes object reprs (`<… object at 0x…>`, `<SomeError: …>`) and memory addresses. `Adapter`
+passes every failure's message through it, so the provider's own words reach the embed, the
+tool loop and the bot's logs, and Python's do not.
 """
 
 from __future__ import annotations
 
 import errno
-import re
 import socket
 import ssl
 from collections.abc import Iterator
 from typing import Final
 
 from cordstream import domain
+from cordstream.domain.embeds import plain
 
 __all__ = ["connection_error", "plain"]
 
@@ -59,13 +60,6 @@ _UNREACHABLE: Final = {
 }
 _CHAIN_LIMIT: Final = 32
 
-_LABEL: Final = r"(?:\b[A-Za-z_][\w.]*[:=])?"  # `ssl:` in `ssl:<ssl.SSLContext object at 0x…>`
-_OBJECT_REPR: Final = re.compile(_LABEL + r"<[^<>\n]*\bat 0x[0-9A-Fa-f]+>")
-_EXCEPTION_REPR: Final = re.compile(_LABEL + r"<[\w.]*(?:Error|Exception|Warning)\b[^<>\n]*>")
-_ADDRESS: Final = re.compile(r"(?:\s+at)?\s*\b0x[0-9A-Fa-f]{6,}\b")
-_EMPTY_BRACKETS: Final = re.compile(r"\(\s*\)|\[\s*\]|\{\s*\}")
-_SPACES: Final = re.compile(r"[ \t]{2,}")
-
 
 def connection_error(
     original: object = None, *, connecting: tuple[type[BaseException], ...] = ()
@@ -87,18 +81,6 @@ def connection_error(
         retryable=True,
         original=original,
     )
-
-
-def plain(text: str) -> str:
-    """`text` without Python object reprs, exception reprs or memory addresses (with the
-    label glued to one, and the brackets they leave empty); the rest as written."""
-    if "<" not in text and "0x" not in text:
-        return text
-    cleaned = _OBJECT_REPR.sub("", text)
-    cleaned = _EXCEPTION_REPR.sub("", cleaned)
-    cleaned = _ADDRESS.sub("", cleaned)
-    cleaned = _EMPTY_BRACKETS.sub("", cleaned)
-    return _SPACES.sub(" ", cleaned).strip(" \t:;,=-")
 
 
 def _chain(error: object) -> Iterator[BaseException]:

@@ -26,6 +26,7 @@ from cordstream.domain.embeds import (
     error_headline,
     exception_embed,
     flush_limit_embed,
+    plain,
     provider_error_embed,
     reads_as_model_error,
     timeout_embed,
@@ -154,6 +155,22 @@ def test_G1_a_truncated_stream_has_its_own_headline() -> None:
     assert (headline.key, headline) == ("headline.truncated", "A resposta do modelo foi cortada.")
 
 
+def test_G1_a_failed_connection_has_its_own_headline() -> None:
+    """Not "the model provider returned an error": it returned nothing."""
+    error = _error("api_error", "could not connect to the provider", code="connection_error")
+    headline = error_headline(error)
+    assert (headline.key, headline) == (
+        "headline.connection",
+        "The connection to the model provider failed.",
+    )
+    embed = provider_error_embed(error, headline)
+    assert embed.title == "API Error"
+    assert embed.description == (
+        "The connection to the model provider failed.\n\n**Details:**\n"
+        "could not connect to the provider"
+    )
+
+
 def test_G1_a_catalogue_headline_is_shown_in_the_streams_locale_and_catalogue() -> None:
     error = _error("rate_limit", "Slow down", retryable=True)
     headline = error_headline(error)  # what an adapter's describe_error says, in English
@@ -251,6 +268,31 @@ def test_G3_description_is_headline_then_details_block() -> None:
 def test_G3_detail_already_in_the_headline_is_not_repeated() -> None:
     embed = provider_error_embed(_error(message="quota gone"), "Sorry: quota gone (429)")
     assert embed.description == "Sorry: quota gone (429)"
+
+
+@pytest.mark.parametrize(
+    ("headline", "shown"),
+    [
+        ("API Error: The provider failed.", "The provider failed."),
+        ("api error - The provider failed.", "The provider failed."),
+        ("  API Error. The provider failed.", "The provider failed."),
+        ("API Error — The provider failed.", "The provider failed."),
+        ("API errors are rare.", "API errors are rare."),  # a word that starts with the title
+        ("The API Error: it failed.", "The API Error: it failed."),  # not at the start
+    ],
+)
+def test_G3_a_headline_does_not_repeat_the_title(headline: str, shown: str) -> None:
+    embed = provider_error_embed(_error(message="upstream 500"), headline)
+    assert embed.title == "API Error"
+    assert embed.description == shown + "\n\n**Details:**\nupstream 500"
+
+
+@pytest.mark.parametrize("headline", ["API Error", "api error:", " API Error . "])
+def test_G3_a_headline_that_is_only_the_title_counts_as_none(headline: str) -> None:
+    embed = provider_error_embed(_error(message="upstream 500"), headline)
+    assert embed.description == (
+        "Response stopped (reason: api_error)\n\n**Details:**\nupstream 500"
+    )
 
 
 def test_G3_without_headline_the_response_stopped_description_names_the_kind() -> None:
@@ -465,6 +507,39 @@ def test_G6_exception_embed_is_localized() -> None:
 def test_G6_exception_embed_redacts_the_message() -> None:
     embed = exception_embed(RuntimeError(f"401 for Authorization: Bearer {_KEY}"))
     assert embed.description == f"401 for Authorization: Bearer {REDACTED}"
+
+
+_REPR = "<ssl.SSLContext object at 0x7f3a2c1d9e80>"
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        (f"Cannot connect to host api.example:443 ssl:{_REPR} [Connection refused]",
+         "Cannot connect to host api.example:443 [Connection refused]"),
+        (f"failed: {_REPR}", "failed"),
+        ("Task <Task pending> at 0x7f3a2c1d9e80 died", "Task <Task pending> died"),
+        ("wrapped <ConnectError: [Errno 111] refused> here", "wrapped here"),
+        ("handler <function f at 0x7f00aabbccdd> (retry)", "handler (retry)"),
+        ("a <b> c, 0x1f and 3 < 4 > 2", "a <b> c, 0x1f and 3 < 4 > 2"),  # not Python's words
+        ("f() got <Error at 0x7f00aabbccdd>: -", "f() got"),  # the writer's own () stay
+    ],
+)  # fmt: skip
+def test_G3_no_python_repr_reaches_an_embed(text: str, shown: str) -> None:
+    assert plain(text) == shown
+    assert exception_embed(RuntimeError(text)).description == shown
+    detail = provider_error_embed(_error(message=text), "Failed.").description
+    assert detail == "Failed.\n\n**Details:**\n" + shown
+
+
+def test_G3_plain_reads_near_misses_whatever_their_size() -> None:
+    """Long runs that each pattern could start on at every character (dotted names, blanks
+    before an address, brackets): the text comes back as written, addresses aside."""
+    near = "a." * 50_000 + ":" + " " * 50_000 + "<" + "x" * 50_000 + " at 0xZ>"
+    assert plain(near) == near
+    assert plain("f() (" + " " * 50_000 + ") <x>") == "f() (" + " " * 50_000 + ") <x>"
+    assert plain("f(" + " " * 50_000 + "0x7f3a2c1d9e80 ) end") == "f end"
+    assert plain("at" + " " * 50_000 + "0x7f3a2c1d9e80 end") == "at" + " " * 49_999 + " end"
 
 
 def test_G6_exception_embed_survives_a_raising_str() -> None:
