@@ -700,29 +700,20 @@ def lone(piece: Piece) -> bool:
 
 
 def _attach(glue: Piece, piece: Piece, max_len: int) -> list[Piece]:
-    """The punctuation `glue` (at most half a message) starting `piece` (E6), as pieces that
-    fit a message: one when both fit, else the glue and the start of a prose piece cut at its
-    best boundary, then the rest. A code block's first piece already made room for it (its
-    `lead`); a later code piece that cannot take it gets it as a piece before it."""
-    if glue.size + piece.size <= max_len:
-        if piece.code:
-            separator = "" if glue.body.endswith("\n") else "\n"
-            return [
-                Piece(
-                    piece.body,
-                    prefix=glue.body + separator + piece.prefix,
-                    suffix=piece.suffix,
-                    code=True,
-                    lead=glue.body + separator + piece.lead,
-                )
-            ]
-        return [Piece(glue.body + piece.body, prefix=piece.prefix, suffix=piece.suffix)]
-    if piece.code or piece.prefix:
-        return [glue, piece]
+    """The punctuation `glue` (at most half a message) starting the prose `piece` (E6), as
+    pieces that fit a message: one when both fit, else the glue and the start of the piece cut
+    at its best boundary, then the rest.
+
+    `piece` is never code: glue waits only outside a block (a block's first piece takes it as
+    its `lead` when the block opens, `open_code`; inside a block nothing is finished before
+    its end, and the lookahead was released before it opened). Nor has it a suffix: prose gets
+    one only from `flush`, after the last piece left."""
     body = piece.body
-    end = _best_cut(body, 0, max_len - glue.size - len(piece.suffix))
+    if glue.size + len(body) <= max_len:
+        return [Piece(glue.body + body)]
+    end = _best_cut(body, 0, max_len - glue.size)
     first = Piece(glue.body + body[:end])
-    return [first, Piece(body[end:], suffix=piece.suffix)] if end < len(body) else [first]
+    return [first, Piece(body[end:])] if end < len(body) else [first]
 
 
 def _steal(body: str, text: str, max_len: int) -> tuple[str, str] | None:

@@ -24,6 +24,7 @@ from cordstream.domain import (
 from tests.support.answers import answers, chunkings
 from tests.support.driver import Driver
 from tests.support.fuzz import examples
+from tests.support.live_driver import LiveDriver, live
 
 FAILURE = events.DiscordFailure(500, 500, RuntimeError("HTTP 500"))
 
@@ -129,6 +130,23 @@ def test_B1_a_pause_a_stop_ended_early_may_still_report() -> None:
     result = driver.settle()
     assert result.status == "stopped_by_user"
     assert step(driver.state, events.PauseOver(driver.now, pause.token)) == (driver.state, ())
+
+
+def test_B1_a_turn_granted_again_after_it_was_used_is_a_no_op_without_a_record() -> None:
+    """Live delivery: the stream stopped waiting for a turn once it came; the same turn
+    granted again (the shell's wait answered twice) changes nothing and is no anomaly."""
+    driver = LiveDriver(live(), auto=False)
+    driver.start()
+    driver.text("Hello")
+    turn = driver.turn
+    assert turn is not None
+    driver.grant()  # the message goes out; the stream waits for its answer, not a turn
+    assert driver.turn is None
+    assert driver.in_flight is not None
+    before = driver.state
+    assert step(before, events.TurnGranted(driver.now, turn.token)) == (before, ())
+    driver.deliver()
+    assert driver.end().anomalies == ()
 
 
 def test_B1_the_result_lists_the_anomalies() -> None:

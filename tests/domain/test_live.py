@@ -611,6 +611,19 @@ def test_E6_L4_a_long_run_of_whitespace_is_never_a_message_of_its_own() -> None:
     assert driver.end().messages == ("word",)
 
 
+def test_L5_a_block_that_closed_near_the_end_stays_with_the_message_that_fits_it() -> None:
+    """A long closing fence line (33 backticks, past `_EARLY`) ends near the message's end:
+    the line end before it would roll the message over there, but the block has closed and
+    fits, so the message ends after its closing fence rather than before its opening one."""
+    prose = ("word " * 400)[:1740] + "\n"
+    closing = "`" * 33
+    driver = started(max_message_length=2000)
+    for piece in (prose, "```\ncode\n", closing + "\n", "More text\n"):
+        driver.text(piece)
+    result = driver.end()
+    assert list(result.messages) == [prose + "```\ncode\n" + closing, "More text"]
+
+
 def test_L5_near_a_messages_end_blanks_before_a_word_still_arriving_show_nothing() -> None:
     driver = manual(max_message_length=200)
     driver.text(" " * 160 + "wo")  # near the end only up to a boundary: blanks alone
