@@ -39,7 +39,6 @@ from dataclasses import dataclass, field
 from typing import Self, TypeAlias
 
 from cordstream.domain import (
-    DoneChunk,
     ErrorChunk,
     FunctionCall,
     FunctionCallChunk,
@@ -94,8 +93,6 @@ Step: TypeAlias = str | Sleep | Hang | Do | Raw | BaseException | object
 
 Round: TypeAlias = Sequence[Step] | Callable[[Sequence[ToolOutcome]], Sequence[Step]]
 """A later segment of a `ScriptedTurn`: its steps, or a function of the tool outcomes."""
-
-_CHUNKS = (TextChunk, DoneChunk, ErrorChunk, FunctionCallChunk)
 
 
 @dataclass(eq=False)
@@ -168,7 +165,7 @@ class ScriptProvider:
                 self.reached.add("error_chunk")
             case FunctionCallChunk() if raw.calls:
                 self.reached.add("function_call")
-            case _ if not isinstance(raw, _CHUNKS):
+            case _ if not isinstance(raw, ProcessedChunk):
                 self.reached.add("garbage")
         return raw  # type: ignore[return-value]  # garbage passes through on purpose
 

@@ -21,24 +21,23 @@ from typing import Any, cast
 import discord
 import pytest
 
-from cordstream.domain import StreamResult
 from cordstream.shell import (
     StopRegistry,
     StreamConfig,
     StreamContext,
     StreamOrchestrator,
-    TurnResult,
-    run_turn,
+    StreamResult,
+    stops,
 )
-from cordstream.shell.stops import StopReader
 from cordstream.shell.testing import DiscordEmulator, ScriptProvider, local_discord
-
-pytestmark = [pytest.mark.asyncio, pytest.mark.looptime]
+from cordstream.shell.turn import TurnResult, run_turn
 
 STREAM_ORDER = "(the arguments are stream_to_discord(provider, config, context))"
 TURN_ORDER = "(the arguments are run_turn(orchestrator, provider, context, *, tools, config=None))"
 CHANNEL = "context.channel must be a channel with an int `id` or a discord.Interaction"
 PROVIDER = "provider must be a StreamProvider (with start_stream and process_chunk)"
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.looptime]
 
 
 @dataclass
@@ -107,16 +106,6 @@ def refused(result: StreamResult, message: str) -> None:
     assert (result.messages_sent, result.accumulated_text, result.usage) == (0, "", None)
 
 
-@pytest.mark.parametrize("misuse", list(MISUSES))
-async def test_B1_stream_to_discord_returns_a_TypeError_naming_the_argument(
-    misuse: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    arguments, message = MISUSES[misuse]
-    async with scene(caplog) as s:
-        result = await s.orchestrator.stream_to_discord(*arguments(s))
-    refused(result, f"stream_to_discord: {message}")
-
-
 TURN_MESSAGES = {
     **{name: message.replace(STREAM_ORDER, TURN_ORDER) for name, (_, message) in MISUSES.items()},
     # `run_turn` takes the context third: swapped, the context is what is wrong first.
@@ -124,15 +113,22 @@ TURN_MESSAGES = {
 }
 
 
+@pytest.mark.parametrize("entry", ["stream_to_discord", "run_turn"])
 @pytest.mark.parametrize("misuse", list(MISUSES))
-async def test_B1_run_turn_returns_a_TypeError_naming_the_argument(
-    misuse: str, caplog: pytest.LogCaptureFixture
+async def test_B1_misuse_returns_a_TypeError_naming_the_argument(
+    misuse: str, entry: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    arguments, _ = MISUSES[misuse]
+    """The same misuse through either entry point: a result (not an exception) whose error
+    names the argument, in the order that entry point takes its arguments."""
+    arguments, message = MISUSES[misuse]
     async with scene(caplog) as s:
         provider, config, context = arguments(s)
-        result = await run_turn(s.orchestrator, provider, context, tools={}, config=config)
-    turn_refused(result, f"run_turn: {TURN_MESSAGES[misuse]}")
+        if entry == "stream_to_discord":
+            result = await s.orchestrator.stream_to_discord(provider, config, context)
+            refused(result, f"stream_to_discord: {message}")
+        else:
+            turn = await run_turn(s.orchestrator, provider, context, tools={}, config=config)
+            turn_refused(turn, f"run_turn: {TURN_MESSAGES[misuse]}")
 
 
 def turn_refused(result: TurnResult, message: str) -> None:
@@ -186,7 +182,7 @@ class _BrokenStops(StopRegistry):
     """A registry whose reader fails as the stream starts: a fault in the shell before the
     core was fed anything."""
 
-    def reader(self, channel_id: int, answering: int | None = None) -> StopReader:
+    def reader(self, channel_id: int, answering: int | None = None) -> stops.StopReader:
         reader = super().reader(channel_id, answering)
 
         def start() -> list[Any]:

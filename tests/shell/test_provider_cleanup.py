@@ -20,15 +20,17 @@ from typing import Any, Final
 
 import pytest
 
-from cordstream.domain import (
+from cordstream.shell import (
     ErrorChunk,
     FunctionCall,
     FunctionCallChunk,
     ProcessedChunk,
     ProviderError,
+    StreamConfig,
+    StreamContext,
+    StreamResult,
     TextChunk,
 )
-from cordstream.shell import StreamConfig, StreamContext, StreamResult
 from cordstream.shell.orchestrator import CLOSE_GRACE, CLOSE_TIMEOUT
 from cordstream.shell.testing import ScriptProvider
 from tests.support.stage import Stage, other_tasks, stage
