@@ -1,7 +1,8 @@
 """`python -m bench [--json] [--quick] [--no-live]`: print the project's figures, measured in one
-run. Live delivery's figures (`bench.live`, about three minutes of real time, whatever `--quick`
-says) come last, in a section of their own; `--no-live` leaves them out, `python -m bench.live`
-runs only them.
+run. The live matrix at Discord's limit (`bench.pace`, in virtual time, seconds) gives three
+figures with targets and a section of its own; live delivery's real-time figures (`bench.live`,
+about three minutes of real time, whatever `--quick` says) come last; `--no-live` leaves them
+out, `python -m bench.live` and `python -m bench.pace` run only theirs.
 
 A figure with a target (`TARGETS`, the bounds BENCHMARKS.md states) is printed with it and a
 mark, `ok` or `MISSED`, and a last line counts them; a missed target is news, not a failure:
@@ -16,7 +17,7 @@ import platform
 from collections.abc import Callable, Mapping
 from typing import Final
 
-from bench import buttons, core, live, load, report, shell
+from bench import buttons, core, live, load, pace, report, shell
 
 _LABELS = {
     "core_events_per_s": "text events/s through step",
@@ -46,6 +47,10 @@ _LABELS = {
     "discord_requests_vs_naive": "ours / naive",
     "button_stop_latency_ms_p50": "Stop click reaching the bot -> stream stopped, ms, p50",
     "button_stop_latency_ms_p99": "Stop click reaching the bot -> stopped, ms, p99",
+    "live_lag_over_bound_s_max": "live matrix: answer complete -> Discord's bound, s, max",
+    "live_longest_wait_s_max": "live matrix: longest wait without new text, s, max",
+    "live_shared_channel_wait_s_max": "3 live streams in one channel: longest wait, s, max",
+    "live_matrix_429s": "live matrix: requests answered 429",
 }
 
 # The figures with a target (BENCHMARKS.md and the README's table state them): how the figure
@@ -65,6 +70,9 @@ TARGETS: Final[Mapping[str, tuple[str, float]]] = {
     "global_limit_lost": ("==", 0),
     "discord_requests_vs_naive": ("<", 1),
     "button_stop_latency_ms_p99": ("<=", 50),
+    "live_lag_over_bound_s_max": ("<=", 0.2),
+    "live_longest_wait_s_max": ("<=", 1.1),
+    "live_matrix_429s": ("==", 0),
 }
 
 
@@ -112,9 +120,11 @@ def main() -> None:
         | load.measure(quick=args.quick, streams=args.streams)
         | buttons.measure(clicks=50 if args.quick else buttons.CLICKS)
     )
+    matrix = pace.measure()  # virtual time: seconds of real time, whatever `--quick` says
+    figures |= {key: value for key, value in matrix.items() if key in _LABELS}
     live_figures = {} if args.no_live else live.measure()
     if args.json:
-        print(json.dumps(figures | live_figures))
+        print(json.dumps(matrix | figures | live_figures))
         return
     print(
         f"cordstream benchmarks on {platform.python_implementation()} {platform.python_version()}"
@@ -122,6 +132,8 @@ def main() -> None:
     for key, value in figures.items():
         print(line(key, value))
     print(summary(figures))
+    print("live delivery at Discord's limit (bench.pace: rate limits on, virtual time)")
+    report({k: v for k, v in matrix.items() if k not in _LABELS}, pace.label, width=78)
     if live_figures:
         print("live delivery (bench.live: Discord's rate limits on, real time)")
         report(live_figures, live.label, width=78)

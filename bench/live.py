@@ -19,7 +19,7 @@ the requests it received. Between them runs the real shell
 Discord's rate limits on (`DiscordEmulator(rate_limits=RateLimits())`), with a fresh emulator
 and event loop per scenario. `figures()` and `request_figures()` compute the figures from those
 records alone; the three streams sharing a channel are told apart by a thin wrapper around the
-channel that notes the ids its `send` returned (`_Tap`).
+channel that notes the ids its `send` returned (`Tap`).
 
 It never mocks time: everything runs in real time, and a scenario that does not end within
 `LIMIT_S` (300 s) fails the benchmark.
@@ -194,7 +194,7 @@ def _sentence(rng: random.Random) -> str:
     return " ".join(words) + rng.choice((".", ".", ".", "!", "?"))
 
 
-def _paragraph(rng: random.Random) -> str:
+def paragraph(rng: random.Random) -> str:
     return " ".join(_sentence(rng) for _ in range(rng.randint(3, 6)))
 
 
@@ -216,7 +216,7 @@ def long_answer(size: int = LONG_CHARS, seed: int = 12) -> str:
     while sum(len(p) + 2 for p in parts) < size - 2_000:
         section += 1
         parts.append(f"## Part {section}: {' '.join(rng.sample(_WORDS, 3))}")
-        parts.extend(_paragraph(rng) for _ in range(rng.randint(1, 3)))
+        parts.extend(paragraph(rng) for _ in range(rng.randint(1, 3)))
         if section % 2:
             items = [_sentence(rng) for _ in range(rng.randint(3, 6))]
             parts.append("\n".join(f"- {item}" for item in items))
@@ -225,10 +225,10 @@ def long_answer(size: int = LONG_CHARS, seed: int = 12) -> str:
             parts.append("\n".join(f"{n}. {item}" for n, item in enumerate(items, 1)))
         if section % 4 == 2 and section // 4 < len(_CODE_LINES):
             parts.append(_code(rng, section // 4))
-            parts.append(_paragraph(rng))
+            parts.append(paragraph(rng))
     text = "\n\n".join(parts) + "\n\n"
     while len(text) < size:  # plain prose to the end: a cut there breaks no construct
-        text += _paragraph(rng) + " "
+        text += paragraph(rng) + " "
     return text[:size]
 
 
@@ -260,11 +260,11 @@ class Model:
 # The runs
 
 
-def _config(delivery: Delivery) -> StreamConfig:
+def config_for(delivery: Delivery) -> StreamConfig:
     return StreamConfig(delivery=delivery, flush_limit=0)
 
 
-def _check(result: StreamResult, shown_text: str) -> None:
+def check(result: StreamResult, shown_text: str) -> None:
     if result.status != "completed":
         raise RuntimeError(f"a benchmark stream ended as {result.status}: {result}")
     if not shown_text or result.accumulated_text != shown_text:
@@ -276,17 +276,17 @@ async def run_one(answer: str, size: int, rate: float, delivery: Delivery) -> di
     async with local_discord(DiscordEmulator(rate_limits=RateLimits())) as (api, _, channel):
         before = len(api.requests)
         model = Model(pieces(answer, size), rate)
-        config = _config(delivery)
+        config = config_for(delivery)
         async with asyncio.timeout(LIMIT_S):
             result = await StreamOrchestrator(StopRegistry()).stream_to_discord(
                 ScriptProvider(model.script(), name="bench"), config, StreamContext(channel)
             )
-        _check(result, api.text())
+        check(result, api.text())
         stream = Stream(model.times, first_visible(answer) // size, api.history(), config.cursor)
         return figures(stream) | request_figures(api.requests[before:], channel.id, len(answer))
 
 
-class _Tap:
+class Tap:
     """The channel, with the ids of the messages sent through it noted (`sent`), so that
     streams sharing a channel can be told apart; every other attribute is the channel's."""
 
@@ -310,9 +310,9 @@ async def run_shared(
     """`streams` live streams of `answer` at once into one channel."""
     async with local_discord(DiscordEmulator(rate_limits=RateLimits())) as (api, _, channel):
         before = len(api.requests)
-        taps = [_Tap(channel) for _ in range(streams)]
+        taps = [Tap(channel) for _ in range(streams)]
         models = [Model(pieces(answer, size), rate) for _ in range(streams)]
-        config = _config("live")
+        config = config_for("live")
         orchestrator = StreamOrchestrator(StopRegistry())
         async with asyncio.timeout(LIMIT_S):
             results = await asyncio.gather(
@@ -330,7 +330,7 @@ async def run_shared(
         lags: list[float] = []
         for model, tap, result in zip(models, taps, results, strict=True):
             mine = [m.content for m in api.messages() if m.id in tap.sent]
-            _check(result, "\n".join(text for text in mine if text))
+            check(result, "\n".join(text for text in mine if text))
             changes = [c for c in history if c.message_id in tap.sent]
             stream = Stream(model.times, first_visible(answer) // size, changes, config.cursor)
             each = figures(stream)
