@@ -137,7 +137,6 @@ def test_short_soak_every_must_be_zero_figure_is_zero(short: Report) -> None:
     assert short.limited_streams == 60
     assert short.interaction_streams == 120
     assert short.answers == 200
-    assert short.wall_seconds < 30
 
 
 def test_short_soak_injected_every_fault_and_saw_the_statuses(short: Report) -> None:
