@@ -1631,6 +1631,20 @@ def test_G7_suppressing_embeds_changes_no_status(name: str) -> None:
     assert type(suppressed.data) is type(shown.data)
 
 
+def test_G7_a_suppressed_error_with_nothing_pending_ends_the_stream_at_that_moment() -> None:
+    """No embed and no text to send: the error chunk is the result's moment (its duration)."""
+    driver = Driver(StreamConfig(), suppress_user_errors=True)
+    driver.start()
+    driver.advance(2.5)
+    driver.chunk(ErrorChunk(RATE_LIMITED))
+    result = driver.result
+    assert result is not None
+    assert result.thought_log is not None
+    assert (result.status, result.messages_sent) == ("error", 0)
+    assert result.thought_log.generation_duration_ms == 2500
+    assert _embeds(driver) == []
+
+
 # -- F2, E7: surrogates are sent as Discord shows them ------------------------------------------
 
 PAIR = "\ud83d\ude00"  # 😀 as UTF-16 code units in a str
