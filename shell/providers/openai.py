@@ -44,7 +44,7 @@ from openai.types.chat import (
 
 from cordstream import domain
 from cordstream.shell.providers import base
-from cordstream.shell.providers.base import ToolOutcome
+from cordstream.shell.providers.base import NO_FIELDS, ToolOutcome, fields_of
 from cordstream.shell.providers.connection import connection_error
 
 OpenAIItem: TypeAlias = domain.ProcessedChunk
@@ -65,44 +65,16 @@ def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-@dataclass(frozen=True, slots=True)
-class _Piece:
-    """What one SDK chunk says, read defensively."""
-
-    content: str
-    refusal: str
-    reasoning_content: str
-    reasoning: str
-    tool_calls: tuple[object, ...]
-    finish_reason: str | None
-    serving_provider: str | None
-
-
-def _choice(chunk: object) -> object:
-    choices = getattr(chunk, "choices", None)
+def _choice(chunk: Mapping[str, object]) -> Mapping[str, object]:
+    """The fields of the choice with index 0 (or the first one) of a chunk's fields."""
+    choices = chunk.get("choices")
     if not isinstance(choices, list) or not choices:
-        return None
+        return NO_FIELDS
     for choice in choices:
-        if getattr(choice, "index", None) == 0:
-            return choice
-    return choices[0]
-
-
-def _read(chunk: object) -> _Piece:
-    choice = _choice(chunk)
-    delta = getattr(choice, "delta", None)
-    tool_calls = getattr(delta, "tool_calls", None)
-    finish = getattr(choice, "finish_reason", None)
-    provider = getattr(chunk, "provider", None)
-    return _Piece(
-        content=_text(getattr(delta, "content", None)),
-        refusal=_text(getattr(delta, "refusal", None)),
-        reasoning_content=_text(getattr(delta, "reasoning_content", None)),
-        reasoning=_text(getattr(delta, "reasoning", None)),
-        tool_calls=tuple(tool_calls) if isinstance(tool_calls, list) else (),
-        finish_reason=finish if isinstance(finish, str) and finish else None,
-        serving_provider=provider if isinstance(provider, str) and provider else None,
-    )
+        fields = fields_of(choice)
+        if fields.get("index") == 0:
+            return fields
+    return fields_of(choices[0])
 
 
 @dataclass
@@ -147,43 +119,57 @@ class _Answer:
 
     def take(self, chunk: ChatCompletionChunk) -> domain.ProcessedChunk:
         """Record one SDK chunk; return what it shows now."""
-        piece = _read(chunk)
-        for parts, value in (
-            (self.content, piece.content),
-            (self.refusal, piece.refusal),
-            (self.reasoning_content, piece.reasoning_content),
-            (self.reasoning, piece.reasoning),
-        ):
-            if value:
-                parts.append(value)
-        for delta in piece.tool_calls:
-            self._merge(delta)
-        model, response_id = getattr(chunk, "model", None), getattr(chunk, "id", None)
+        top = fields_of(chunk)
+        choice = _choice(top)
+        delta = fields_of(choice.get("delta"))
+        content = _text(delta.get("content"))
+        refusal = _text(delta.get("refusal"))
+        reasoning_content = _text(delta.get("reasoning_content"))
+        reasoning = _text(delta.get("reasoning"))
+        if content:
+            self.content.append(content)
+        if refusal:
+            self.refusal.append(refusal)
+        if reasoning_content:
+            self.reasoning_content.append(reasoning_content)
+        if reasoning:
+            self.reasoning.append(reasoning)
+        tool_calls = delta.get("tool_calls")
+        if isinstance(tool_calls, list):
+            for call in tool_calls:
+                self._merge(fields_of(call))
+        model, response_id = top.get("model"), top.get("id")
         if isinstance(model, str) and model:
             self.model = model
         if isinstance(response_id, str) and response_id:
             self.response_id = response_id
-        if piece.serving_provider is not None:
-            self.serving_provider = piece.serving_provider
-        usage = getattr(chunk, "usage", None)
+        provider = top.get("provider")
+        serving = provider if isinstance(provider, str) and provider else None
+        if serving is not None:
+            self.serving_provider = serving
+        usage = top.get("usage")
         if usage is not None and domain.normalize_usage(usage) is not None:
             self.usage = usage
-        if piece.finish_reason is not None:
-            self.finish_reason = piece.finish_reason
-        error = getattr(chunk, "error", None)
+        finish = choice.get("finish_reason")
+        if isinstance(finish, str) and finish:
+            self.finish_reason = finish
+        error = top.get("error")
         if isinstance(error, Mapping) and error:  # the SDK raises for it; in case it did not
             self.error = cast("Mapping[str, object]", error)
             self.finish_reason = "error"
-        thought = piece.reasoning_content or piece.reasoning
+        thought = reasoning_content or reasoning
+        if not thought and serving is None:
+            return domain.TextChunk(content + refusal)
         return domain.TextChunk(
-            piece.content + piece.refusal,
+            content + refusal,
             thoughts=(domain.Thought("raw", thought),) if thought else (),
-            serving_provider=piece.serving_provider,
+            serving_provider=serving,
         )
 
-    def _merge(self, delta: object) -> None:
-        index = _int(getattr(delta, "index", None))
-        call_id = getattr(delta, "id", None)
+    def _merge(self, delta: Mapping[str, object]) -> None:
+        """One tool-call delta's fields, merged into its call."""
+        index = _int(delta.get("index"))
+        call_id = delta.get("id")
         call_id = call_id if isinstance(call_id, str) and call_id else None
         if index is None:
             known = [key for key, call in self.calls.items() if call_id and call.id == call_id]
@@ -203,11 +189,11 @@ class _Answer:
         self.last_key = key
         if call.id is None and call_id is not None:
             call.id = call_id
-        function = getattr(delta, "function", None)
-        name = getattr(function, "name", None)
+        function = fields_of(delta.get("function"))
+        name = function.get("name")
         if isinstance(name, str) and name and not call.name:
             call.name = name
-        arguments = getattr(function, "arguments", None)
+        arguments = function.get("arguments")
         if isinstance(arguments, str) and arguments:
             call.arguments.append(arguments)
 
