@@ -257,9 +257,13 @@ _WIRE: Final = {
 
 async def _timed(run: Callable[[], Awaitable[object]]) -> tuple[float, object]:
     gc.collect()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     value = await run()
-    return time.perf_counter() - start, value
+    WALL.append(time.perf_counter() - start)
+    return time.process_time() - cpu, value
+
+
+WALL: list[float] = []
 
 
 async def _pairs(sdk: str, pairs: int, chunks: int) -> list[tuple[float, float]]:
@@ -278,9 +282,13 @@ async def _pairs(sdk: str, pairs: int, chunks: int) -> list[tuple[float, float]]
         try:
             times: list[tuple[float, float]] = []
             for index in range(pairs + 1):
-                bare_s, text = await _timed(paths.bare)
+                if index % 2:  # every other pair the other way round: no side always goes first
+                    adapter_s, result = await _timed(adapted)
+                    bare_s, text = await _timed(paths.bare)
+                else:
+                    bare_s, text = await _timed(paths.bare)
+                    adapter_s, result = await _timed(adapted)
                 assert text == whole, f"{sdk}: the bare loop read {len(str(text))} characters"
-                adapter_s, result = await _timed(adapted)
                 status = getattr(result, "status", None)
                 assert status == "completed", f"{sdk}: {result}"
                 if index:  # the first pair warms both paths up

@@ -574,6 +574,9 @@ def describe_error(
 
 # --- reading the SDKs' models ---------------------------------------------------------------
 
+KEEP_ALIVE: Final = domain.TextChunk("")
+"""What an SDK event that shows nothing yields (B2: it re-arms the inactivity deadline)."""
+
 NO_FIELDS: Final[Mapping[str, object]] = MappingProxyType({})
 """`fields_of` a value without fields."""
 

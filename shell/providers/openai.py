@@ -65,15 +65,15 @@ def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _choice(chunk: Mapping[str, object]) -> Mapping[str, object]:
-    """The fields of the choice with index 0 (or the first one) of a chunk's fields."""
-    choices = chunk.get("choices")
+def _choice(choices: object) -> Mapping[str, object]:
+    """The fields of the choice with index 0 (or the first one) of a chunk's `choices`."""
     if not isinstance(choices, list) or not choices:
         return NO_FIELDS
-    for choice in choices:
-        fields = fields_of(choice)
-        if fields.get("index") == 0:
-            return fields
+    if len(choices) > 1:
+        for choice in choices:
+            fields = fields_of(choice)
+            if fields.get("index") == 0:
+                return fields
     return fields_of(choices[0])
 
 
@@ -118,24 +118,29 @@ class _Answer:
         return self.finish_reason is not None
 
     def take(self, chunk: ChatCompletionChunk) -> domain.ProcessedChunk:
-        """Record one SDK chunk; return what it shows now."""
+        """Record one SDK chunk; return what it shows now. Per chunk, so each field is read
+        once, and a field that is None costs one comparison."""
         top = fields_of(chunk)
-        choice = _choice(top)
+        choice = _choice(top.get("choices"))
         delta = fields_of(choice.get("delta"))
-        content = _text(delta.get("content"))
-        refusal = _text(delta.get("refusal"))
-        reasoning_content = _text(delta.get("reasoning_content"))
-        reasoning = _text(delta.get("reasoning"))
-        if content:
-            self.content.append(content)
-        if refusal:
+        text = _text(delta.get("content"))
+        if text:
+            self.content.append(text)
+        refusal = delta.get("refusal")
+        if refusal is not None and isinstance(refusal, str) and refusal:
             self.refusal.append(refusal)
-        if reasoning_content:
-            self.reasoning_content.append(reasoning_content)
-        if reasoning:
+            text += refusal
+        thought = ""
+        reasoning = delta.get("reasoning_content")  # DeepSeek, vLLM
+        if reasoning is not None and isinstance(reasoning, str) and reasoning:
+            self.reasoning_content.append(reasoning)
+            thought = reasoning
+        reasoning = delta.get("reasoning")  # OpenRouter, Ollama, newer vLLM
+        if reasoning is not None and isinstance(reasoning, str) and reasoning:
             self.reasoning.append(reasoning)
+            thought = thought or reasoning
         tool_calls = delta.get("tool_calls")
-        if isinstance(tool_calls, list):
+        if tool_calls is not None and isinstance(tool_calls, list):
             for call in tool_calls:
                 self._merge(fields_of(call))
         model, response_id = top.get("model"), top.get("id")
@@ -151,17 +156,16 @@ class _Answer:
         if usage is not None and domain.normalize_usage(usage) is not None:
             self.usage = usage
         finish = choice.get("finish_reason")
-        if isinstance(finish, str) and finish:
+        if finish is not None and isinstance(finish, str) and finish:
             self.finish_reason = finish
         error = top.get("error")
-        if isinstance(error, Mapping) and error:  # the SDK raises for it; in case it did not
-            self.error = cast("Mapping[str, object]", error)
+        if error is not None and isinstance(error, Mapping) and error:
+            self.error = cast("Mapping[str, object]", error)  # the SDK raises for it, usually
             self.finish_reason = "error"
-        thought = reasoning_content or reasoning
         if not thought and serving is None:
-            return domain.TextChunk(content + refusal)
+            return domain.TextChunk(text) if text else base.KEEP_ALIVE
         return domain.TextChunk(
-            content + refusal,
+            text,
             thoughts=(domain.Thought("raw", thought),) if thought else (),
             serving_provider=serving,
         )
