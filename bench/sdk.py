@@ -257,13 +257,9 @@ _WIRE: Final = {
 
 async def _timed(run: Callable[[], Awaitable[object]]) -> tuple[float, object]:
     gc.collect()
-    start, cpu = time.perf_counter(), time.process_time()
+    start = time.process_time()
     value = await run()
-    WALL.append(time.perf_counter() - start)
-    return time.process_time() - cpu, value
-
-
-WALL: list[float] = []
+    return time.process_time() - start, value
 
 
 async def _pairs(sdk: str, pairs: int, chunks: int) -> list[tuple[float, float]]:
