@@ -16,10 +16,13 @@ outside the timing, no retries):
   channel that accepts every message at once (`bench.shell.InstantSink`, Discord's pacing off).
 
 Both pay for the server, the socket, the SSE parsing and the SDK's models alike. Each path is
-run once untimed (warm-up), then in pairs, bare then adapter, with a garbage collection before
-each run; the figure is the median of the pairs' ratios (adapter time / bare time), so a burst
-of load on this shared machine hits a pair, not one side. Each run checks that it read the
-whole answer (the bare loop's text is the answer; the adapter's stream is `completed` with it).
+run once untimed (warm-up), then in pairs, bare first in one pair and the adapter first in the
+next, with a garbage collection before each run. A run is timed in the process's CPU time:
+server, client, shell and core all run in this one process, so that is their cost, and a moment
+the shared machine gives to other jobs is not. The figure is the median of the pairs' ratios
+(adapter time / bare time), so a burst of load hits a pair, not one side. Each run checks
+that it read the whole answer (the bare loop's text is the answer; the adapter's stream is
+`completed`).
 
     python -m bench.sdk [--json] [--quick]
 """
@@ -49,7 +52,7 @@ from cordstream.shell.stops import StopRegistry
 from cordstream.shell.testing.sse import ModelServer, Reply, sse, sse_done
 
 CHUNKS: Final = 4000
-PAIRS: Final = 9
+PAIRS: Final = 11
 QUICK_PAIRS: Final = 5
 SDKS: Final = ("openai", "anthropic", "gemini")
 

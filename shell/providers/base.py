@@ -29,6 +29,11 @@ An adapter also implements `ToolProvider.after_tools`: the same request with the
 answer and the tool results appended in the provider's own format. `cordstream.shell.run_turn`
 uses it between segments.
 
+Per SDK event, an adapter reads fields and builds one chunk, and nothing more: the SDK's own
+work per event is the floor it is measured against (`python -m bench.sdk`). `fields_of` reads
+the SDKs' pydantic models where pydantic keeps their fields, and `KEEP_ALIVE` is the one chunk
+of every event that shows nothing.
+
 Nothing here sets an SDK client's retries or timeouts or closes the client: it is the caller's.
 """
 

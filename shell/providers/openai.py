@@ -14,7 +14,9 @@ tool-call fragments arrive spread over many chunks, servers disagree on where us
 numbered, and some send chunks after the finish reason. So each SDK chunk only yields what it
 shows (an empty `TextChunk` when nothing), and the tool calls, the usage and the finish are
 turned into one terminal chunk after the stream, when all of it is known. The SDK builds
-chunks without validation, so every field is read defensively.
+chunks without validation, so every field is read defensively, and once per chunk, where
+pydantic keeps it (`base.fields_of`): `getattr` of the fields a chunk lacks (most of them, on
+most chunks) would cost pydantic's `__getattr__` exception each time.
 
 Closing (B10, B11): the SDK stream's HTTP response is closed in `finally` on every exit path,
 before the terminal chunk is yielded. The SDK's own generators are closed first: its chunk
