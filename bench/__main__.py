@@ -17,7 +17,7 @@ import platform
 from collections.abc import Callable, Mapping
 from typing import Final
 
-from bench import buttons, core, live, load, pace, report, shell
+from bench import buttons, core, live, load, pace, report, sdk, shell
 
 _LABELS = {
     "core_events_per_s": "text events/s through step",
@@ -31,6 +31,7 @@ _LABELS = {
     "shell_chunks_per_s": "chunks/s through stream_to_discord, instant sink",
     "bare_iter_chunks_per_s": "chunks/s, bare async for over the same provider",
     "shell_overhead_ratio": "shell cost per chunk / bare iteration cost per chunk",
+    **sdk.LABELS,
     "stop_latency_ms_p50": "stop -> result, provider hanging, ms, p50",
     "stop_latency_ms_p99": "stop -> result, provider hanging, ms, p99",
     "timeout_overshoot_ms_p50": "deadline -> result, provider hanging, ms, p50",
@@ -64,6 +65,9 @@ TARGETS: Final[Mapping[str, tuple[str, float]]] = {
     "core_ratio": ("<=", 3),
     "scaling_ratio_10x": ("<=", 12),
     "shell_overhead_ratio": ("<=", 40),
+    "sdk_overhead_ratio_openai": ("<=", 1.10),
+    "sdk_overhead_ratio_anthropic": ("<=", 1.10),
+    "sdk_overhead_ratio_gemini": ("<=", 1.10),
     "stop_latency_ms_p99": ("<=", 50),
     "timeout_overshoot_ms_p99": ("<=", 50),
     "rss_per_stream_kb": ("<=", 200),
@@ -117,6 +121,7 @@ def main() -> None:
     figures = (
         core.measure(quick=args.quick)
         | shell.measure(quick=args.quick)
+        | sdk.measure(quick=args.quick)
         | load.measure(quick=args.quick, streams=args.streams)
         | buttons.measure(clicks=50 if args.quick else buttons.CLICKS)
     )

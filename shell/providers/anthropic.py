@@ -55,7 +55,7 @@ from cordstream.shell.providers.connection import connection_error
 AnthropicItem: TypeAlias = domain.ProcessedChunk
 """What `start_stream` yields: finished chunks (`base` says why `process_chunk` passes them on)."""
 
-_KEEP_ALIVE: Final = domain.TextChunk("")
+_KEEP_ALIVE: Final = base.KEEP_ALIVE
 
 
 @dataclass
@@ -328,10 +328,13 @@ class AnthropicProvider(
 
 def _on_delta(answer: _Answer, index: int, delta: object) -> domain.ProcessedChunk:
     kind = getattr(delta, "type", None)
-    if kind == "text_delta":
-        text = _text(delta, "text")
-        answer.block(index, "text").text.append(text)
-        return domain.TextChunk(text)
+    if kind == "text_delta":  # the most frequent event of all: no call it can do without
+        text = getattr(delta, "text", None)
+        if not isinstance(text, str):
+            text = ""
+        block = answer.blocks.get(index) or answer.block(index, "text")
+        block.text.append(text)
+        return domain.TextChunk(text) if text else _KEEP_ALIVE
     if kind == "thinking_delta":
         thinking = _text(delta, "thinking")
         answer.block(index, "thinking").thinking.append(thinking)

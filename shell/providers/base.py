@@ -29,6 +29,11 @@ An adapter also implements `ToolProvider.after_tools`: the same request with the
 answer and the tool results appended in the provider's own format. `cordstream.shell.run_turn`
 uses it between segments.
 
+Per SDK event, an adapter reads fields and builds one chunk, and nothing more: the SDK's own
+work per event is the floor it is measured against (`python -m bench.sdk`). `fields_of` reads
+the SDKs' pydantic models where pydantic keeps their fields, and `KEEP_ALIVE` is the one chunk
+of every event that shows nothing.
+
 Nothing here sets an SDK client's retries or timeouts or closes the client: it is the caller's.
 """
 
@@ -570,6 +575,40 @@ def describe_error(
     localized = (headlines or {}).get(locale.strip().replace("_", "-").lower(), {})
     given = localized.get(error.kind) if error.code != "truncated" else None
     return given or error_headline(error, locale, catalogue)
+
+
+# --- reading the SDKs' models ---------------------------------------------------------------
+
+KEEP_ALIVE: Final = domain.TextChunk("")
+"""What an SDK event that shows nothing yields (B2: it re-arms the inactivity deadline)."""
+
+NO_FIELDS: Final[Mapping[str, object]] = MappingProxyType({})
+"""`fields_of` a value without fields."""
+
+
+def fields_of(item: object) -> Mapping[str, object]:
+    """The fields an SDK's model holds, as one read-only mapping: where `getattr(item, name,
+    None)` finds a field, `fields_of(item).get(name)` finds the same value, fast.
+
+    The SDKs build stream events with pydantic models, and pydantic v2 keeps a model's
+    declared fields in the instance's `__dict__` and the fields it does not declare (kept by
+    `extra="allow"`, as the openai and anthropic SDKs do for the wire's extra fields) in
+    `__pydantic_extra__` (`model_extra`). `getattr` of a name a model holds neither way goes
+    through pydantic's `__getattr__`, which raises an AttributeError for `getattr` to swallow:
+    microseconds, for each of the fields most chunks do not have. Read here, a model costs one
+    call and each field a dict lookup.
+
+    A model's `__dict__` itself is returned when it has no extra fields (not to be changed).
+    Anything without an instance `__dict__` (None, a JSON value of the wrong type the SDK left
+    unvalidated) has no fields. A pydantic v1 model keeps its extra fields in `__dict__` too.
+    Class attributes (a model's methods) are not fields."""
+    values = getattr(item, "__dict__", None)
+    if not isinstance(values, dict):
+        return NO_FIELDS
+    extra = getattr(item, "__pydantic_extra__", None)
+    if isinstance(extra, dict) and extra:
+        return {**extra, **values}  # as `getattr`: the instance's own first
+    return values
 
 
 # --- closing the SDK's generators (B10, B11) ----------------------------------------------

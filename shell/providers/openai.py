@@ -14,7 +14,9 @@ tool-call fragments arrive spread over many chunks, servers disagree on where us
 numbered, and some send chunks after the finish reason. So each SDK chunk only yields what it
 shows (an empty `TextChunk` when nothing), and the tool calls, the usage and the finish are
 turned into one terminal chunk after the stream, when all of it is known. The SDK builds
-chunks without validation, so every field is read defensively.
+chunks without validation, so every field is read defensively, and once per chunk, where
+pydantic keeps it (`base.fields_of`): `getattr` of the fields a chunk lacks (most of them, on
+most chunks) would cost pydantic's `__getattr__` exception each time.
 
 Closing (B10, B11): the SDK stream's HTTP response is closed in `finally` on every exit path,
 before the terminal chunk is yielded. The SDK's own generators are closed first: its chunk
@@ -44,7 +46,7 @@ from openai.types.chat import (
 
 from cordstream import domain
 from cordstream.shell.providers import base
-from cordstream.shell.providers.base import ToolOutcome
+from cordstream.shell.providers.base import NO_FIELDS, ToolOutcome, fields_of
 from cordstream.shell.providers.connection import connection_error
 
 OpenAIItem: TypeAlias = domain.ProcessedChunk
@@ -65,44 +67,16 @@ def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-@dataclass(frozen=True, slots=True)
-class _Piece:
-    """What one SDK chunk says, read defensively."""
-
-    content: str
-    refusal: str
-    reasoning_content: str
-    reasoning: str
-    tool_calls: tuple[object, ...]
-    finish_reason: str | None
-    serving_provider: str | None
-
-
-def _choice(chunk: object) -> object:
-    choices = getattr(chunk, "choices", None)
+def _choice(choices: object) -> Mapping[str, object]:
+    """The fields of the choice with index 0 (or the first one) of a chunk's `choices`."""
     if not isinstance(choices, list) or not choices:
-        return None
-    for choice in choices:
-        if getattr(choice, "index", None) == 0:
-            return choice
-    return choices[0]
-
-
-def _read(chunk: object) -> _Piece:
-    choice = _choice(chunk)
-    delta = getattr(choice, "delta", None)
-    tool_calls = getattr(delta, "tool_calls", None)
-    finish = getattr(choice, "finish_reason", None)
-    provider = getattr(chunk, "provider", None)
-    return _Piece(
-        content=_text(getattr(delta, "content", None)),
-        refusal=_text(getattr(delta, "refusal", None)),
-        reasoning_content=_text(getattr(delta, "reasoning_content", None)),
-        reasoning=_text(getattr(delta, "reasoning", None)),
-        tool_calls=tuple(tool_calls) if isinstance(tool_calls, list) else (),
-        finish_reason=finish if isinstance(finish, str) and finish else None,
-        serving_provider=provider if isinstance(provider, str) and provider else None,
-    )
+        return NO_FIELDS
+    if len(choices) > 1:
+        for choice in choices:
+            fields = fields_of(choice)
+            if fields.get("index") == 0:
+                return fields
+    return fields_of(choices[0])
 
 
 @dataclass
@@ -146,44 +120,62 @@ class _Answer:
         return self.finish_reason is not None
 
     def take(self, chunk: ChatCompletionChunk) -> domain.ProcessedChunk:
-        """Record one SDK chunk; return what it shows now."""
-        piece = _read(chunk)
-        for parts, value in (
-            (self.content, piece.content),
-            (self.refusal, piece.refusal),
-            (self.reasoning_content, piece.reasoning_content),
-            (self.reasoning, piece.reasoning),
-        ):
-            if value:
-                parts.append(value)
-        for delta in piece.tool_calls:
-            self._merge(delta)
-        model, response_id = getattr(chunk, "model", None), getattr(chunk, "id", None)
+        """Record one SDK chunk; return what it shows now. Per chunk, so each field is read
+        once, and a field that is None costs one comparison."""
+        top = fields_of(chunk)
+        choice = _choice(top.get("choices"))
+        delta = fields_of(choice.get("delta"))
+        text = _text(delta.get("content"))
+        if text:
+            self.content.append(text)
+        refusal = delta.get("refusal")
+        if refusal is not None and isinstance(refusal, str) and refusal:
+            self.refusal.append(refusal)
+            text += refusal
+        thought = ""
+        reasoning = delta.get("reasoning_content")  # DeepSeek, vLLM
+        if reasoning is not None and isinstance(reasoning, str) and reasoning:
+            self.reasoning_content.append(reasoning)
+            thought = reasoning
+        reasoning = delta.get("reasoning")  # OpenRouter, Ollama, newer vLLM
+        if reasoning is not None and isinstance(reasoning, str) and reasoning:
+            self.reasoning.append(reasoning)
+            thought = thought or reasoning
+        tool_calls = delta.get("tool_calls")
+        if tool_calls is not None and isinstance(tool_calls, list):
+            for call in tool_calls:
+                self._merge(fields_of(call))
+        model, response_id = top.get("model"), top.get("id")
         if isinstance(model, str) and model:
             self.model = model
         if isinstance(response_id, str) and response_id:
             self.response_id = response_id
-        if piece.serving_provider is not None:
-            self.serving_provider = piece.serving_provider
-        usage = getattr(chunk, "usage", None)
+        provider = top.get("provider")
+        serving = provider if isinstance(provider, str) and provider else None
+        if serving is not None:
+            self.serving_provider = serving
+        usage = top.get("usage")
         if usage is not None and domain.normalize_usage(usage) is not None:
             self.usage = usage
-        if piece.finish_reason is not None:
-            self.finish_reason = piece.finish_reason
-        error = getattr(chunk, "error", None)
-        if isinstance(error, Mapping) and error:  # the SDK raises for it; in case it did not
-            self.error = cast("Mapping[str, object]", error)
+        finish = choice.get("finish_reason")
+        if finish is not None and isinstance(finish, str) and finish:
+            self.finish_reason = finish
+        error = top.get("error")
+        if error is not None and isinstance(error, Mapping) and error:
+            self.error = cast("Mapping[str, object]", error)  # the SDK raises for it, usually
             self.finish_reason = "error"
-        thought = piece.reasoning_content or piece.reasoning
+        if not thought and serving is None:
+            return domain.TextChunk(text) if text else base.KEEP_ALIVE
         return domain.TextChunk(
-            piece.content + piece.refusal,
+            text,
             thoughts=(domain.Thought("raw", thought),) if thought else (),
-            serving_provider=piece.serving_provider,
+            serving_provider=serving,
         )
 
-    def _merge(self, delta: object) -> None:
-        index = _int(getattr(delta, "index", None))
-        call_id = getattr(delta, "id", None)
+    def _merge(self, delta: Mapping[str, object]) -> None:
+        """One tool-call delta's fields, merged into its call."""
+        index = _int(delta.get("index"))
+        call_id = delta.get("id")
         call_id = call_id if isinstance(call_id, str) and call_id else None
         if index is None:
             known = [key for key, call in self.calls.items() if call_id and call.id == call_id]
@@ -203,11 +195,11 @@ class _Answer:
         self.last_key = key
         if call.id is None and call_id is not None:
             call.id = call_id
-        function = getattr(delta, "function", None)
-        name = getattr(function, "name", None)
+        function = fields_of(delta.get("function"))
+        name = function.get("name")
         if isinstance(name, str) and name and not call.name:
             call.name = name
-        arguments = getattr(function, "arguments", None)
+        arguments = function.get("arguments")
         if isinstance(arguments, str) and arguments:
             call.arguments.append(arguments)
 

@@ -5,9 +5,12 @@ collector, which would close it in a task of its own after the call (B11), and s
 response is released at once (B10). For that it reads one private attribute
 (`cordstream.shell.providers.base.stream_iterator`: openai's `AsyncStream._iterator`) and
 follows what `base.sdk_generators` follows (google-genai's `HttpResponse.segment_iterator`);
-the Gemini adapter finds the API key on the client's private `_api_client` (G4). These tests
-read them on the real SDK objects, so an SDK release that renames or restructures them fails
-here, saying what changed, instead of an end-to-end test failing with a task left behind.
+the Gemini adapter finds the API key on the client's private `_api_client` (G4). And the
+OpenAI adapter reads each chunk's fields where pydantic v2 keeps them (`base.fields_of`: the
+instance's `__dict__` and `model_extra`), not through `getattr`, whose miss costs pydantic's
+`__getattr__` exception. These tests read them on the real SDK objects, so an SDK release that
+renames or restructures them fails here, saying what changed, instead of an end-to-end test
+failing with a task left behind or a field read as missing.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from cordstream.shell.providers.anthropic import AnthropicProvider
 from cordstream.shell.providers.gemini import GeminiProvider
 from cordstream.shell.providers.openai import OpenAIChatProvider
 from cordstream.shell.testing import openai_wire
-from cordstream.shell.testing.sse import Reply, sse
+from cordstream.shell.testing.sse import Reply, sse, sse_done
 from tests.support import adapters
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.looptime]
@@ -62,6 +65,53 @@ async def test_B11_openai_keeps_the_generator_under_its_stream_in_a_private_iter
             assert any(name.startswith("httpx2.") for name in names), (sdk, names)
         finally:
             await stream.close()
+
+
+# What the OpenAI adapter reads, per kind of model: every name, present or not.
+OPENAI_FIELDS = {
+    "chunk": ("choices", "model", "id", "provider", "usage", "error"),
+    "choice": ("index", "delta", "finish_reason"),
+    "delta": ("content", "refusal", "reasoning_content", "reasoning", "tool_calls"),
+    "tool call": ("index", "id", "function"),
+    "function": ("name", "arguments"),
+}
+
+
+async def test_openai_chunks_keep_their_fields_where_fields_of_reads_them() -> None:
+    sdk = f"openai {version('openai')}"
+    call = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "f"}}
+    frames = [
+        # OpenRouter's extras: `provider` on the chunk, `reasoning` on the delta.
+        sse(
+            openai_wire.frame({"role": "assistant", "reasoning": "Hm.", "tool_calls": [call]})
+            | {"provider": "Groq", "error": None}
+        ),
+        sse({"choices": [{"delta": {"content": "Hi"}}]}),  # most fields missing
+        sse(openai_wire.frame({}, "stop")),
+        sse_done(),
+    ]
+    async with adapters.openai_served(Reply(frames=frames)) as served:
+        stream = await served.client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "Hi"}], stream=True
+        )
+        chunks = [chunk async for chunk in stream]
+    models: list[tuple[str, object]] = []
+    for chunk in chunks:
+        models.append(("chunk", chunk))
+        for choice in chunk.choices:
+            models += [("choice", choice), ("delta", choice.delta)]
+            for tool_call in choice.delta.tool_calls or ():
+                models += [("tool call", tool_call), ("function", tool_call.function)]
+    assert len(models) == 11, (sdk, models)
+    for kind, model in models:
+        fields = base.fields_of(model)
+        for name in OPENAI_FIELDS[kind]:
+            assert fields.get(name) is getattr(model, name, None), (sdk, kind, name)
+    first = chunks[0]
+    assert first.model_extra == {"provider": "Groq", "error": None}, sdk
+    assert base.fields_of(first)["provider"] == "Groq", f"{sdk}: extras not in model_extra"
+    assert base.fields_of(first.choices[0].delta)["reasoning"] == "Hm.", sdk
+    assert base.fields_of(None) == {}
 
 
 async def test_B10_google_genai_holds_its_response_generators_in_its_http_response() -> None:
