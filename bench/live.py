@@ -27,7 +27,6 @@ It never mocks time: everything runs in real time, and a scenario that does not 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import random
 from collections.abc import Callable, Iterable, Sequence
@@ -37,7 +36,7 @@ from typing import Any, Final, cast
 
 import discord
 
-from bench import report
+from bench import command, labels
 from cordstream.domain import DoneChunk, StreamResult
 from cordstream.domain.config import Delivery
 from cordstream.shell import StreamConfig, StreamContext, StreamOrchestrator
@@ -304,42 +303,52 @@ class Tap:
         return getattr(self._channel, name)
 
 
+async def together(
+    channel: discord.TextChannel, models: Sequence[Model]
+) -> tuple[list[Tap], list[StreamResult]]:
+    """Each model's live stream into `channel`, all at once, each through a `Tap` of its own."""
+    taps = [Tap(channel) for _ in models]
+    orchestrator = StreamOrchestrator(StopRegistry())
+    results = await asyncio.gather(
+        *(
+            orchestrator.stream_to_discord(
+                ScriptProvider(model.script(), name="bench"),
+                config_for("live"),
+                StreamContext(cast(discord.abc.Messageable, tap)),
+            )
+            for model, tap in zip(models, taps, strict=True)
+        )
+    )
+    return taps, list(results)
+
+
+def tapped(
+    api: DiscordEmulator, tap: Tap, result: StreamResult, times: Sequence[float], first: int
+) -> Stream:
+    """One stream of `together`: checked (`check`), and its figures' record (`Stream`)."""
+    mine = [m.content for m in api.messages() if m.id in tap.sent]
+    check(result, "\n".join(text for text in mine if text))
+    changes = [c for c in api.history() if c.message_id in tap.sent]
+    return Stream(times, first, changes, config_for("live").cursor)
+
+
 async def run_shared(
     answer: str, size: int, rate: float, streams: int = STREAMS
 ) -> dict[str, float]:
     """`streams` live streams of `answer` at once into one channel."""
     async with local_discord(DiscordEmulator(rate_limits=RateLimits())) as (api, _, channel):
         before = len(api.requests)
-        taps = [Tap(channel) for _ in range(streams)]
         models = [Model(pieces(answer, size), rate) for _ in range(streams)]
-        config = config_for("live")
-        orchestrator = StreamOrchestrator(StopRegistry())
         async with asyncio.timeout(LIMIT_S):
-            results = await asyncio.gather(
-                *(
-                    orchestrator.stream_to_discord(
-                        ScriptProvider(model.script(), name="bench"),
-                        config,
-                        StreamContext(cast(discord.abc.Messageable, tap)),
-                    )
-                    for model, tap in zip(models, taps, strict=True)
-                )
-            )
-        history = api.history()
-        waits: list[float] = []
-        lags: list[float] = []
-        for model, tap, result in zip(models, taps, results, strict=True):
-            mine = [m.content for m in api.messages() if m.id in tap.sent]
-            check(result, "\n".join(text for text in mine if text))
-            changes = [c for c in history if c.message_id in tap.sent]
-            stream = Stream(model.times, first_visible(answer) // size, changes, config.cursor)
-            each = figures(stream)
-            waits.append(each["longest_wait_s"])
-            lags.append(each["lag_s"])
+            taps, results = await together(channel, models)
+        each = [
+            figures(tapped(api, tap, result, model.times, first_visible(answer) // size))
+            for model, tap, result in zip(models, taps, results, strict=True)
+        ]
         return {
             "429s": float(sum(1 for r in api.requests[before:] if r.status == 429)),
-            "longest_wait_s": max(waits),
-            "lag_s": max(lags),
+            "longest_wait_s": max(one["longest_wait_s"] for one in each),
+            "lag_s": max(one["lag_s"] for one in each),
         }
 
 
@@ -375,20 +384,12 @@ def measure() -> dict[str, float]:
     return found
 
 
-def label(key: str) -> str:
-    """A line of text for a key of `measure()`."""
-    for figure, what in _WHAT.items():
-        if key.endswith("_" + figure):
-            scenario = key.removesuffix("_" + figure).replace("_", " ")
-            return f"{scenario}: {what}"
-    return key
+label = labels(_WHAT)
+"""A line of text for a key of `measure()`."""
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.live", description=__doc__)
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    args = parser.parse_args()
-    report(measure(), label, width=78, as_json=args.json)
+    command("python -m bench.live", __doc__, measure, label)
 
 
 if __name__ == "__main__":

@@ -29,25 +29,18 @@ benchmark (`bench.live.check`).
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import random
 from collections.abc import Awaitable, Callable, Sequence
 from itertools import pairwise
-from typing import Final, TypeVar, cast
+from typing import Final, TypeVar
 
-import discord
 import looptime
 
-from bench import live, report
+from bench import command, labels, live
 from cordstream.domain.pacing import DISCORD_CHANNEL
-from cordstream.shell import StreamContext, StreamOrchestrator
-from cordstream.shell.stops import StopRegistry
 from cordstream.shell.testing import (
     DiscordEmulator,
     RateLimits,
-    RecordedRequest,
-    ScriptProvider,
     local_discord,
 )
 
@@ -88,71 +81,29 @@ ANSWERS: Final[dict[str, str]] = {
 }
 
 
-def bound(requests: Sequence[RecordedRequest], last_chunk: float) -> float:
-    """The earliest moment Discord's window lets `requests` (a stream's accepted message
-    requests, in order) all through, and not before the model's `last_chunk`."""
-    if not requests:
+def bound(sent: Sequence[float], last_chunk: float) -> float:
+    """The earliest moment Discord's window lets a stream's message requests, accepted at the
+    times `sent` (in order), all through, and not before the model's `last_chunk`."""
+    if not sent:
         return last_chunk
-    through = requests[0].at + DISCORD_CHANNEL.per * (
-        (len(requests) - 1) // DISCORD_CHANNEL.requests
-    )
-    return max(last_chunk, through)
-
-
-def _message_requests(
-    requests: Sequence[RecordedRequest], channel_id: int, ids: set[int] | None
-) -> list[RecordedRequest]:
-    """The accepted creates and edits in `channel_id` (of the messages `ids`, when given)."""
-    found = []
-    for request in requests:
-        if request.kind not in ("send", "edit") or request.channel_id != channel_id:
-            continue
-        if request.status is None or not 200 <= request.status < 300:
-            continue
-        if ids is not None and _message_id(request) not in ids:
-            continue
-        found.append(request)
-    return found
-
-
-def _message_id(request: RecordedRequest) -> int | None:
-    """The message an edit names (its path's last part); None for a create."""
-    if request.kind != "edit":
-        return None
-    return int(request.path.rstrip("/").rsplit("/", 1)[-1])
+    window = DISCORD_CHANNEL
+    return max(last_chunk, sent[0] + window.per * ((len(sent) - 1) // window.requests))
 
 
 async def _streams(answer: str, rate: int, streams: int) -> dict[str, float]:
     """`streams` live streams of `answer` at `rate` characters a second into one channel."""
     async with local_discord(DiscordEmulator(rate_limits=RateLimits())) as (api, _, channel):
         before = len(api.requests)
-        taps = [live.Tap(channel) for _ in range(streams)]
         models = [live.Model(live.pieces(answer, CHUNK), rate / CHUNK) for _ in range(streams)]
-        config = live.config_for("live")
-        orchestrator = StreamOrchestrator(StopRegistry())
-        results = await asyncio.gather(
-            *(
-                orchestrator.stream_to_discord(
-                    ScriptProvider(model.script(), name="bench"),
-                    config,
-                    StreamContext(cast(discord.abc.Messageable, tap)),
-                )
-                for model, tap in zip(models, taps, strict=True)
-            )
-        )
-        history = api.history()
+        taps, results = await live.together(channel, models)
         requests = api.requests[before:]
         figures: dict[str, float] = {"429s": float(sum(r.status == 429 for r in requests))}
+        first = live.first_visible(answer) // CHUNK
         for model, tap, result in zip(models, taps, results, strict=True):
-            mine = [m.content for m in api.messages() if m.id in tap.sent]
-            live.check(result, "\n".join(text for text in mine if text))
-            changes = [c for c in history if c.message_id in tap.sent]
-            stream = live.Stream(
-                model.times, live.first_visible(answer) // CHUNK, changes, config.cursor
-            )
+            stream = live.tapped(api, tap, result, model.times, first)
             each = live.figures(stream)
             wait = longest_wait(stream)
-            sent = _message_requests(requests, channel.id, tap.sent if streams > 1 else None)
+            sent = [c.at for c in stream.changes if c.kind != "delete"]  # creates and edits
             complete = each["lag_s"] + model.times[-1]
             over = complete - bound(sent, model.times[-1])
             figures["lag_s"] = max(figures.get("lag_s", 0.0), each["lag_s"])
@@ -230,20 +181,12 @@ _WHAT: Final = {
 }
 
 
-def label(key: str) -> str:
-    """A line of text for a key of `measure()`."""
-    for figure, what in _WHAT.items():
-        if key.endswith("_" + figure) and key.startswith("pace_"):
-            scenario = key.removeprefix("pace_").removesuffix("_" + figure).replace("_", " ")
-            return f"{scenario} chars/s: {what}"
-    return key
+label = labels(_WHAT, prefix="pace_", unit=" chars/s")
+"""A line of text for a key of `measure()`."""
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.pace", description=__doc__)
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    args = parser.parse_args()
-    report(measure(), label, width=78, as_json=args.json)
+    command("python -m bench.pace", __doc__, measure, label)
 
 
 if __name__ == "__main__":

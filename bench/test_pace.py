@@ -6,23 +6,18 @@ import pytest
 
 from bench.live import Stream
 from bench.pace import ANSWERS, bound, longest_wait
-from cordstream.shell.testing import RecordedRequest
 from cordstream.shell.testing.emulator import Change
 
 CHANNEL = 5
 CURSOR = " ▌"
 
 
-def _sent(*times: float) -> list[RecordedRequest]:
-    return [RecordedRequest("POST", "/", "send", CHANNEL, None, {}, at, 200) for at in times]
-
-
 def test_the_bound_is_the_window_from_the_first_request_or_the_models_end() -> None:
     # 5 per 5 s: requests 1-5 by the first one's time, 6-10 five seconds later, and so on
-    assert bound(_sent(*[1.0] * 5), last_chunk=0.5) == 1.0
-    assert bound(_sent(*[1.0] * 6), last_chunk=0.5) == 6.0
-    assert bound(_sent(1.0, *[9.0] * 10), last_chunk=0.5) == 11.0  # 11 requests: 1 + 2 × 5
-    assert bound(_sent(1.0, 2.0), last_chunk=30.0) == 30.0  # the model wrote for longer
+    assert bound([1.0] * 5, last_chunk=0.5) == 1.0
+    assert bound([1.0] * 6, last_chunk=0.5) == 6.0
+    assert bound((1.0, *[9.0] * 10), last_chunk=0.5) == 11.0  # 11 requests: 1 + 2 × 5
+    assert bound((1.0, 2.0), last_chunk=30.0) == 30.0  # the model wrote for longer
     assert bound([], last_chunk=3.0) == 3.0
 
 
