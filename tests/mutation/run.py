@@ -301,11 +301,17 @@ def _meta_files() -> list[Path]:
     return sorted((MUTANTS / SOURCE).rglob("*.py.meta"))
 
 
-def _exit_codes() -> dict[str, int | None]:
-    """Every mutant's name and exit code (None: not run), from mutmut's .meta files."""
+def _exit_codes(*, running: bool = False) -> dict[str, int | None]:
+    """Every mutant's name and exit code (None: not run), from mutmut's .meta files.
+    `running`: mutmut may be rewriting a file as it is read (empty or cut short); such a file
+    is skipped, for a progress line, rather than failing the run."""
     codes: dict[str, int | None] = {}
     for meta in _meta_files():
-        codes |= json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"]
+        try:
+            codes |= json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"]
+        except (OSError, ValueError):
+            if not running:
+                raise
     return codes
 
 
@@ -336,7 +342,7 @@ def run_mutmut(sample: Sequence[str], jobs: int) -> None:
                 minutes = int((time.monotonic() - started) // 60)
                 if minutes > reported:
                     reported = minutes
-                    codes = _exit_codes()
+                    codes = _exit_codes(running=True)
                     done = sum(codes.get(name) is not None for name in sample)
                     phase = "mutants" if done else "mutmut runs the whole suite first"
                     print(f"  {minutes:3d} min: {done}/{len(sample)} done ({phase})", flush=True)
