@@ -9,10 +9,10 @@ The idea: every text an embed shows, whoever wrote it (the provider, an exceptio
 translation), takes the same four steps before it reaches an `EmbedSpec` (`_shown`; for the
 detail, `_description`): it is made sendable (`graphemes.sendable`, E7), then redacted
 (`redact_head`, G4), then rid of Python's object reprs and addresses (`plain`), then cut to
-Discord's limit with an ellipsis (G3). So nothing reaches the
-channel unredacted, and the limits count what Discord counts. Text heuristics (is this a
-model error, a quota, a context length?) read only the start of a text, so a 10 MB error
-message costs nothing more.
+Discord's limit with an ellipsis (G3). So nothing reaches the channel unredacted or as Python
+wrote it, and the limits count what Discord counts. Text heuristics (is this a model error, a
+quota, a context length?) read only the start of a text, so a 10 MB error message costs
+nothing more.
 
 `reads_as_model_error` is the one test of "reads like a model error" (G1): the adapters' error
 mapping (`cordstream.shell.providers.base.error_from_status`) uses it too. A headline that is a
@@ -130,7 +130,6 @@ _QUOTA_TEXT: Final = re.compile(
     r"quota|insufficient[\s_-]+credits?|credit balance|billing[\s_-]+hard[\s_-]+limit",
     re.IGNORECASE,
 )
-# Heuristics read the start of each text only: a 10 MB message costs nothing more.
 # Python's words, which never reach a channel (`plain`), each with one blank before it (so
 # no double space is left). Every quantifier that could run over a long stretch is bounded or
 # stops at a character the next part cannot start with: a 10 MB text costs a few linear passes.
@@ -140,6 +139,7 @@ _EXCEPTION_REPR: Final = re.compile(_LABEL + r"<[\w.]*(?:Error|Exception|Warning
 _ADDRESS: Final = re.compile(r"(?:[ \t]{1,8}at)?[ \t]?\b0x[0-9A-Fa-f]{6,}\b")
 _BRACKETS: Final = re.compile(r"[ \t]?(?:\([\s\0]*\)|\[[\s\0]*\]|\{[\s\0]*\})")
 _GONE: Final = "\0"  # where `plain` took something out, until the brackets left empty go
+# Heuristics read the start of each text only: a 10 MB message costs nothing more.
 _SCAN_LIMIT: Final = 8192
 _MIN_DETAIL_ROOM: Final = 16
 _DIG_DEPTH: Final = 4
