@@ -624,6 +624,17 @@ def test_L5_a_block_that_closed_near_the_end_stays_with_the_message_that_fits_it
     assert list(result.messages) == [prose + "```\ncode\n" + closing, "More text"]
 
 
+def test_L5_a_block_that_ends_exactly_at_the_room_stays_in_the_message() -> None:
+    """A closed block whose closing fence line ends exactly where the message's room does
+    (182 of 200 characters) fits it: the message ends after the block, not before it."""
+    prose = ("word " * 60)[:162] + "\n"
+    block = "```\n" + "c" * 10 + "\n```"
+    driver = started(max_message_length=200)
+    driver.text(prose + block + "\nAfter the block comes more text here.\n")
+    result = driver.end()
+    assert list(result.messages) == [prose + block, "After the block comes more text here."]
+
+
 def test_L5_near_a_messages_end_blanks_before_a_word_still_arriving_show_nothing() -> None:
     driver = manual(max_message_length=200)
     driver.text(" " * 160 + "wo")  # near the end only up to a boundary: blanks alone

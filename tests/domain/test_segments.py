@@ -484,6 +484,19 @@ def test_E6_punctuation_after_a_full_line_takes_its_end_along_wherever_the_chunk
         assert "".join(driver.messages).replace("\n", "") == "a" * 200 + ":)", split
 
 
+@pytest.mark.parametrize("degree", [0, 1])
+def test_E3_E6_punctuation_at_the_end_never_takes_a_code_blocks_end_along(degree: int) -> None:
+    """A block too full to take the punctuation after it keeps its lines and its fence: moving
+    its end over, as prose does, would cut the block in two unfenced halves (E3). The
+    punctuation goes as it is instead (E6's "nothing disappears" outranks its merge)."""
+    block = "```\n" + "x = 1\n" * 31 + "```"  # 193 characters: "\n!!!!!!!!" does not fit
+    driver = Driver(StreamConfig(max_message_length=200, humanizer_degree=degree))
+    driver.start()
+    driver.text(block + "\n", "!!!!!!!!")
+    driver.end()
+    assert driver.messages == [block, "!!!!!!!!"]
+
+
 def test_E6_punctuation_at_the_end_after_a_piece_too_full_moves_its_end_over() -> None:
     """Nothing follows: the end of the full piece goes with the punctuation instead."""
     config = StreamConfig(max_message_length=200)
