@@ -51,6 +51,8 @@ _LABELS = {
     "live_lag_over_bound_s_max": "live matrix: answer complete -> Discord's bound, s, max",
     "live_longest_wait_s_max": "live matrix: longest wait without new text, s, max",
     "live_shared_channel_wait_s_max": "3 live streams in one channel: longest wait, s, max",
+    "live_shared_channel_lag_over_bound_s_max": "3 live streams in one channel: last answer "
+    "complete -> the channel's bound, s, max",
     "live_matrix_429s": "live matrix: requests answered 429",
 }
 

@@ -17,14 +17,20 @@ The bound. Discord's window lets `DISCORD_CHANNEL.requests` message requests thr
 `DISCORD_CHANNEL.per` seconds in a channel, so the stream's N message requests (creates and
 edits it made, accepted) cannot all be through before its first one's time plus
 `per × ⌊(N − 1) / requests⌋`, nor before the model's last chunk: `bound` is the later of the
-two, and `lag_over_bound_s` how long after it the channel showed the answer complete.
+two, and `lag_over_bound_s` how long after it the channel showed the answer complete. (Discord
+counts creates and edits in buckets of their own, so a stream can beat this bound; the figure
+is then 0 or below.) For streams sharing a channel, each one's bound ignores the others'
+requests, so `channel_lag_over_bound_s` counts every stream's requests against one window,
+from the channel's first request to its last answer complete.
 
 Keys: per scenario `pace_<answer>_<rate>_<figure>` (`lag_over_bound_s`, `lag_s`,
-`longest_wait_s` while the model writes visible text, `requests`, `429s`), and the maxima the
-targets are set on: `live_lag_over_bound_s_max`, `live_longest_wait_s_max`,
-`live_shared_channel_wait_s_max`, and `live_matrix_429s`, the 429s of all scenarios. A stream
-that does not complete, or whose channel does not hold exactly what it reported, fails the
-benchmark (`bench.live.check`).
+`longest_wait_s` while the model writes visible text, `requests`, `429s`;
+`channel_lag_over_bound_s` for the shared channel), and the maxima the targets are set on:
+`live_lag_over_bound_s_max` and `live_longest_wait_s_max` over the matrix of single streams,
+`live_shared_channel_wait_s_max` and `live_shared_channel_lag_over_bound_s_max` over the
+shared channel, and `live_matrix_429s`, the 429s of all scenarios. A stream that does not
+complete, or whose channel does not hold exactly what it reported, fails the benchmark
+(`bench.live.check`).
 """
 
 from __future__ import annotations
@@ -99,6 +105,7 @@ async def _streams(answer: str, rate: int, streams: int) -> dict[str, float]:
         requests = api.requests[before:]
         figures: dict[str, float] = {"429s": float(sum(r.status == 429 for r in requests))}
         first = live.first_visible(answer) // CHUNK
+        everyone: list[float] = []  # the channel's creates and edits, every stream's
         for model, tap, result in zip(models, taps, results, strict=True):
             stream = live.tapped(api, tap, result, model.times, first)
             each = live.figures(stream)
@@ -110,6 +117,12 @@ async def _streams(answer: str, rate: int, streams: int) -> dict[str, float]:
             figures["lag_over_bound_s"] = max(figures.get("lag_over_bound_s", 0.0), over)
             figures["longest_wait_s"] = max(figures.get("longest_wait_s", 0.0), wait)
             figures["requests"] = figures.get("requests", 0.0) + len(sent)
+            everyone += sent
+        if streams > 1:  # the channel's bound: every stream's requests through one window
+            last = max(model.times[-1] for model in models)
+            complete = last + figures["lag_s"]
+            over = complete - bound(sorted(everyone), last)
+            figures["channel_lag_over_bound_s"] = max(0.0, over)
         return figures
 
 
@@ -160,7 +173,7 @@ def measure() -> dict[str, float]:
     shared = {k: v for k, v in found.items() if k.startswith("pace_shared_")}
     return found | {
         "live_lag_over_bound_s_max": max(
-            v for k, v in found.items() if k.endswith("_lag_over_bound_s")
+            v for k, v in single.items() if k.endswith("_lag_over_bound_s")
         ),
         "live_longest_wait_s_max": max(
             v for k, v in single.items() if k.endswith("_longest_wait_s")
@@ -168,12 +181,16 @@ def measure() -> dict[str, float]:
         "live_shared_channel_wait_s_max": max(
             v for k, v in shared.items() if k.endswith("_longest_wait_s")
         ),
+        "live_shared_channel_lag_over_bound_s_max": max(
+            v for k, v in shared.items() if k.endswith("_channel_lag_over_bound_s")
+        ),
         "live_matrix_429s": sum(v for k, v in found.items() if k.endswith("_429s")),
     }
 
 
 _WHAT: Final = {
     "lag_over_bound_s": "answer complete -> Discord's bound, s",
+    "channel_lag_over_bound_s": "last answer complete -> the channel's bound, s",
     "lag_s": "model's last chunk -> answer complete, s",
     "longest_wait_s": "longest time without new text while the model writes, s",
     "requests": "message creates and edits accepted",

@@ -370,7 +370,7 @@ class LiveDelivery:
     def pump(self, config: StreamConfig, now: float, ending: Ending | None) -> Pumped:
         if not lives.busy(self.live) or ending is not None:
             self.merge()
-        embed = ending is not None and ending.embed is not None
+        embed = ending.embed if ending is not None else None
         self.live, turn, done = lives.pump(
             self.live, self.tail, config, ending=ending is not None, embed=embed
         )

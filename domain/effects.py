@@ -10,7 +10,7 @@ compares a step's output with `==`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Literal, TypeAlias
 
 from cordstream.domain.embeds import EmbedSpec
 from cordstream.domain.requests import StopRequest
@@ -54,13 +54,23 @@ class EditMessage:
     streaming: bool = False
 
 
+Route: TypeAlias = Literal["send", "edit"]
+"""A Discord message request's route: creating a message (or an embed), or editing one."""
+
+
 @dataclass(frozen=True, slots=True)
 class AwaitTurn:
     """Live delivery (L2): wait for the channel's budget to allow one more message request,
     then report `TurnGranted(token)`; the core decides then what the request carries, so it
-    carries the latest text."""
+    carries the latest text. A `prompt` turn is for a request whose content is final (a
+    finished message, anything once the model ended): it goes as soon as Discord's window has
+    room; otherwise the turn is spaced, so text gathers between two edits. `route`: whether
+    the request will create a message (or an embed) or edit one, each counted by Discord in a
+    bucket of its own."""
 
     token: int
+    prompt: bool = False
+    route: Route = "edit"
 
 
 @dataclass(frozen=True, slots=True)

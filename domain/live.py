@@ -39,7 +39,14 @@ from dataclasses import dataclass, replace
 from typing import Final, Literal
 
 from cordstream.domain.config import StreamConfig
-from cordstream.domain.effects import AwaitTurn, EditMessage, SendEmbed, SendMessage, TypingPause
+from cordstream.domain.effects import (
+    AwaitTurn,
+    EditMessage,
+    Route,
+    SendEmbed,
+    SendMessage,
+    TypingPause,
+)
 from cordstream.domain.embeds import EmbedSpec
 from cordstream.domain.graphemes import cut_before, is_boundary, sendable
 from cordstream.domain.markdown import closers, closes_fence, fence_of, language_of
@@ -83,6 +90,7 @@ class Live:
     in_flight: int | None = None
     flight: Flight | None = None
     turn: int | None = None  # the turn awaited
+    prompt: bool = False  # whether it is prompt (`AwaitTurn.prompt`)
     typing: int | None = None  # the typing indicator's renewal awaited
     next_seq: int = 1  # the next request's seq, turn's or renewal's token
     first_url: str | None = None
@@ -180,21 +188,30 @@ def context(live: Live, tail: str) -> tuple[str, str]:
 
 
 def pump(
-    live: Live, tail: str, config: StreamConfig, *, ending: bool, embed: bool
+    live: Live, tail: str, config: StreamConfig, *, ending: bool, embed: EmbedSpec | None
 ) -> tuple[Live, AwaitTurn | None, bool]:
     """Ask for a turn when there is something to send; and whether all is done (ending only:
-    nothing in flight, nothing left to send, no embed due)."""
+    nothing in flight, nothing left to send, no embed due).
+
+    The turn names the request that would go now (`granted`): its route, and whether it is
+    prompt, for a final content (a finished message, anything once the model ended), or
+    spaced (L2). A spaced turn still awaited when the model ends is asked for again."""
     if live.in_flight is not None or (live.turn is not None and not ending):
         return live, None, False  # busy: the turn or the answer will look again
-    wanted = (
-        embed or live.closing is not None or _plan(live, tail, config, final=ending) is not None
-    )
-    if not wanted:
+    plan = _plan(live, tail, config, final=ending)
+    if embed is None and live.closing is None and plan is None:
         return live, None, ending
-    if live.turn is not None:
+    if live.turn is not None and live.prompt:
         return live, None, False
+    request = granted(live, tail, config, ending=ending, embed=embed)[2]
+    prompt = not isinstance(request, SendMessage | EditMessage) or not request.streaming
+    route: Route = "edit" if isinstance(request, EditMessage) else "send"
     token = live.next_seq
-    return replace(live, turn=token, next_seq=token + 1), AwaitTurn(token), False
+    return (
+        replace(live, turn=token, prompt=prompt, next_seq=token + 1),
+        AwaitTurn(token, prompt, route),
+        False,
+    )
 
 
 def granted(

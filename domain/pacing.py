@@ -3,20 +3,28 @@
 What it is: the decisions of pacing, as objects that are told the time. A `Window` is the
 history of one budget's grants; asked `next_send_time(budget, now)`, it answers the earliest
 moment from `now` on when one more request fits, and `update_after_send(budget, now)` records
-one that went. `Turns` queues the requests of one event loop and gives them their turns first
-in first out over several windows (the global one, and a lane per channel): `grant(now, ...)`
-says which requests go now and when to ask again (`Grant.wake_at`). `after_try` decides what
-follows a try Discord answered: send again after how long, or keep the result.
+one that went. A `ChannelWindow` answers the same for a channel's message requests (L2), as
+Discord's own bucket counts them. `Turns` queues the requests of one event loop and gives them
+their turns first in first out over several windows (the global one, and a lane per channel):
+`grant(now, ...)` says which requests go now and when to ask again (`Grant.wake_at`).
+`after_try` decides what follows a try Discord answered: send again after how long, or keep
+the result.
 
 The one idea: every answer is a function of a window's history and `now`. The shell owns the
 clock: it sleeps until `wake_at`, calls `grant` again, and carries the answer out. So a test
 walks the pace step by step with plain numbers, and a change of policy (how a lane spends its
-window) stays inside `Window.next_send_time`.
+window) stays inside the windows' `next_send_time`.
 
-A budget is `Budget(requests, per)`: at most `requests` grants in any `per` seconds, a sliding
-window (wherever a window of `per` seconds starts, it holds no more). A channel's budget is
-spent evenly (`channel_spacing`), one request per `per / requests` seconds plus
-`CHANNEL_MARGIN`.
+A budget is `Budget(requests, per)`. The global one is a sliding window: wherever a window of
+`per` seconds starts, it holds no more than `requests`. A channel's lane (`ChannelWindow`)
+holds Discord's buckets for the channel, one per route (message creates, message edits), each
+a fixed window (`Bucket`): it opens at the first request after the last one reset, holds
+`requests`, and resets `per` seconds later. Live delivery spends them whole (L2): a *spaced*
+request (one that shows text still growing) goes at most once per `spacing(budget)` seconds
+in the channel, so text gathers between two edits and the channel never waits much longer
+than that for new text; a *prompt* one (a message's final content, anything once the model
+ended) goes as soon as its bucket has room; and when a full bucket resets, the request it
+held goes at once.
 
 What it never does: sleep, read a clock, touch a future or a task, or know what a request
 sends. Which budgets hold for the process is the shell's (`cordstream.shell.budgets`); the
@@ -30,6 +38,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Generic, Literal, TypeAlias, TypeVar
+
+from cordstream.domain.effects import Route
 
 K = TypeVar("K")
 
@@ -58,8 +68,12 @@ DISCORD_GLOBAL: Final = Budget(50, 1.0)
 DISCORD_CHANNEL: Final = Budget(5, 5.0)
 """Discord's per-channel limit on message creates and edits: about 5 per 5 s (L2)."""
 
-CHANNEL_MARGIN: Final = 0.1
-"""Seconds added between two message requests in one channel (L2)."""
+CHANNEL_MARGIN: Final = 0.05
+"""Seconds added to the even share of a channel's window between two spaced requests (L2)."""
+
+UNANSWERED_MARGIN: Final = 1.0
+"""Seconds a channel's window is assumed to last longer while Discord has not answered its
+first request (Discord opened it on receiving that request, at most when it answered)."""
 
 RETRY_DELAYS: Final = (1.0, 2.0, 4.0, 8.0, 16.0)
 """The least wait before each new try of a send Discord answered 429 (one try per entry)."""
@@ -68,10 +82,10 @@ MAX_RETRY_AFTER: Final = 60.0
 """A 429 asking to wait longer than this (seconds) is not sent again."""
 
 
-def channel_spacing(budget: Budget) -> Budget:
-    """The lane a channel's `budget` becomes: one request per `per / requests` seconds, plus
-    `CHANNEL_MARGIN`."""
-    return Budget(1, budget.per / budget.requests + CHANNEL_MARGIN)
+def spacing(budget: Budget) -> float:
+    """The least time between two spaced requests in a channel under `budget`: its even share,
+    `per / requests` seconds, plus `CHANNEL_MARGIN`."""
+    return budget.per / budget.requests + CHANNEL_MARGIN
 
 
 # -- one window ----------------------------------------------------------------------------------
@@ -85,15 +99,15 @@ class Window:
     def __init__(self) -> None:
         self.sent: deque[float] = deque()  # at most as many as the budget counts, oldest first
 
-    def next_send_time(self, budget: Budget, now: float) -> float:
+    def next_send_time(self, budget: Budget, now: float, request: Request | None = None) -> float:
         """The earliest moment from `now` on when one more request fits in `budget`: once the
-        `requests`-th latest grant has left the window of `per` seconds."""
+        `requests`-th latest grant has left the window of `per` seconds (any request)."""
         sent = self.sent
         if len(sent) < budget.requests:
             return now
         return max(now, sent[-budget.requests] + budget.per)
 
-    def update_after_send(self, budget: Budget, now: float) -> None:
+    def update_after_send(self, budget: Budget, now: float, request: Request | None = None) -> None:
         """One request went at `now`; only the latest `budget.requests` grants are kept."""
         sent = self.sent
         sent.append(now)
@@ -101,7 +115,69 @@ class Window:
             sent.popleft()
 
 
-Lane: TypeAlias = tuple[Budget, Window]
+class Bucket:
+    """One of Discord's buckets for a channel's message requests, as cordstream's requests
+    fill it: a fixed window (see the module docstring).
+
+    Discord opens the window when it receives its first request, which is before it answers
+    it: so the window counts from that answer (`answered`), and until the answer comes, from
+    the grant plus `UNANSWERED_MARGIN`. Either way it never resets here before it does at
+    Discord, and no request of cordstream's meets a full bucket (L2)."""
+
+    __slots__ = ("anchored", "count", "opened")
+
+    def __init__(self) -> None:
+        self.opened = -math.inf  # when the current window opened (see `anchored`)
+        self.anchored = True  # `opened` is its first request's answer, not its grant
+        self.count = 0  # requests granted in it
+
+    def resets_at(self, budget: Budget) -> float:
+        """When the current window resets, at the latest (see the class docstring)."""
+        return self.opened + budget.per + (0.0 if self.anchored else UNANSWERED_MARGIN)
+
+    def take(self, budget: Budget, now: float) -> None:
+        """One request went at `now` (the first one after a reset opens a new window)."""
+        if now >= self.resets_at(budget):
+            self.opened, self.anchored, self.count = now, False, 0
+        self.count += 1
+
+    def answered(self, granted_at: float, now: float) -> None:
+        """Discord answered at `now` the request granted at `granted_at`: if it opened the
+        window, the window counts from now."""
+        if not self.anchored and granted_at == self.opened:
+            self.opened, self.anchored = now, True
+
+
+class ChannelWindow:
+    """A channel's lane for live delivery (L2): Discord's bucket for each route (message
+    creates, message edits) and when the last spaced request went."""
+
+    __slots__ = ("buckets", "spaced_at")
+
+    def __init__(self) -> None:
+        self.buckets: dict[Route, Bucket] = {"send": Bucket(), "edit": Bucket()}
+        self.spaced_at = -math.inf  # the latest spaced request's grant
+
+    def next_send_time(self, budget: Budget, now: float, request: Request) -> float:
+        """The earliest moment from `now` on when `request` may go: when its route's bucket
+        resets if it is full, whatever its kind (so a request held by a full bucket goes the
+        moment it resets); else at once if it is prompt, and `spacing(budget)` after the last
+        spaced one if it is spaced."""
+        bucket = self.buckets[request.route]
+        if bucket.count >= budget.requests:
+            return max(now, bucket.resets_at(budget))
+        if request.prompt:
+            return now
+        return max(now, self.spaced_at + spacing(budget))
+
+    def update_after_send(self, budget: Budget, now: float, request: Request) -> None:
+        """`request` went at `now`."""
+        self.buckets[request.route].take(budget, now)
+        if not request.prompt:
+            self.spaced_at = now
+
+
+Lane: TypeAlias = tuple[Budget, Window | ChannelWindow]
 """A budget and the window counting against it."""
 
 
@@ -111,10 +187,13 @@ Lane: TypeAlias = tuple[Budget, Window]
 @dataclass(frozen=True, slots=True)
 class Request:
     """What one request waits for: the `lanes` it names, and the global budget's window unless
-    `with_global` is False."""
+    `with_global` is False; whether it is prompt or spaced (the module docstring), and the
+    route whose bucket it counts in."""
 
     lanes: tuple[Lane, ...] = ()
     with_global: bool = True
+    prompt: bool = True  # False: a spaced request in its channel's lane (`ChannelWindow`)
+    route: Route = "send"  # the bucket it counts in, in its channel's lane
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,14 +213,14 @@ class Turns(Generic[K]):
 
     def __init__(self) -> None:
         self.window = Window()  # the global budget's
-        self.channels: dict[int, Window] = {}  # each channel's lane, for live delivery (L2)
+        self.channels: dict[int, ChannelWindow] = {}  # each channel's lane, for live delivery
         self.waiting: deque[tuple[K, Request]] = deque()
 
-    def channel(self, channel_id: int) -> Window:
+    def channel(self, channel_id: int) -> ChannelWindow:
         """The window of `channel_id`'s lane (a new one the first time)."""
         window = self.channels.get(channel_id)
         if window is None:
-            window = self.channels[channel_id] = Window()
+            window = self.channels[channel_id] = ChannelWindow()
         return window
 
     def lanes(self, request: Request, budget: Budget | None) -> tuple[Lane, ...]:
@@ -156,10 +235,10 @@ class Turns(Generic[K]):
         if self.waiting:
             return False
         lanes = self.lanes(request, budget)
-        if any(window.next_send_time(lane, now) > now for lane, window in lanes):
+        if any(window.next_send_time(lane, now, request) > now for lane, window in lanes):
             return False
         for lane, window in lanes:
-            window.update_after_send(lane, now)
+            window.update_after_send(lane, now, request)
         return True
 
     def join(self, key: K, request: Request) -> None:
@@ -169,33 +248,33 @@ class Turns(Generic[K]):
     def grant(self, now: float, budget: Budget | None, gone: Callable[[K], bool]) -> Grant[K]:
         """Give the turns due at `now`, in order, under the global `budget` as it is now.
 
-        A request goes when every lane it names has room; one held by a full window holds
-        every later request on that window (first in first out), and a full global window
-        holds everyone behind it. A request whose key is `gone` (its caller left) is dropped
-        without taking a turn."""
+        A request goes when every lane it names has room; one held by a window holds every
+        later request on that window (first in first out), except that a spaced one does not
+        hold a prompt one; and a full global window holds everyone behind it. A request whose
+        key is `gone` (its caller left) is dropped without taking a turn."""
         earliest = math.inf
-        full: set[int] = set()  # windows found without room in this round
-        kept: list[tuple[K, Request]] = []  # held by a full window, in order
+        held: set[tuple[int, Route, bool]] = set()  # (window, route, prompt) without room
+        kept: list[tuple[K, Request]] = []  # held by a window, in order
         granted: list[K] = []
         waiting = self.waiting
         while waiting:
             key, request = waiting.popleft()
             if gone(key):
                 continue
-            lanes = self.lanes(request, budget)
-            held_by: Window | None = None
+            lanes, route, prompt = self.lanes(request, budget), request.route, request.prompt
+            held_by: Window | ChannelWindow | None = None
             for lane, window in lanes:
-                if id(window) not in full:
-                    ready = window.next_send_time(lane, now)
+                if (id(window), route, prompt) not in held:
+                    ready = window.next_send_time(lane, now, request)
                     if ready <= now:
                         continue
-                    full.add(id(window))
+                    held.update({(id(window), route, False), (id(window), route, prompt)})
                     earliest = min(earliest, ready)
                 held_by = window
                 break
             if held_by is None:
                 for lane, window in lanes:
-                    window.update_after_send(lane, now)
+                    window.update_after_send(lane, now, request)
                 granted.append(key)
                 continue
             kept.append((key, request))

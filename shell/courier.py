@@ -39,6 +39,7 @@ from cordstream.domain import (
     StreamStatus,
     TurnGranted,
 )
+from cordstream.domain.effects import Route
 from cordstream.domain.final import FinalEdit
 from cordstream.shell import discord_api, ratelimit
 from cordstream.shell.buttons import StopControl, StopView
@@ -80,6 +81,8 @@ class Courier:
         self.tasks: set[asyncio.Task[None]] = set()
         self.pauses: list[asyncio.TimerHandle] = []
         self.turn_task: asyncio.Task[None] | None = None
+        # The turn of the next request: its route and when it was given (L2).
+        self.turn_at: tuple[Route, float] | None = None
         self.messages: list[discord.Message] = []  # the core's message i is messages[i]
         self.views: list[StopView] = []  # every Stop button made (K2)
         self.buttons: dict[int, StopView] = {}  # message number -> the view it shows
@@ -105,8 +108,12 @@ class Courier:
     def embed(self, effect: SendEmbed) -> None:
         self.spawn(self.send_embed(effect))
 
-    def wait_turn(self, token: int) -> None:
-        self.turn_task = self.loop.create_task(self.await_turn(token))
+    def wait_turn(self, token: int, *, prompt: bool, route: Route) -> None:
+        """L2: a turn for the core's request `token`; one asked for again replaces the one
+        awaited (a spaced turn the core now wants prompt, when the model ended)."""
+        if self.turn_task is not None:
+            self.turn_task.cancel()
+        self.turn_task = self.loop.create_task(self.await_turn(token, prompt, route))
 
     def pause(self, seconds: float, over: Callable[[], None]) -> None:
         """E9: the indicator is a request, the pause a timer. Only the timer is cancelled if
@@ -128,6 +135,7 @@ class Courier:
         reply_to = self.context.reply_to if effect.reply else None
         view = self.new_view() if effect.streaming else None  # K2: a button while it streams
         sent = await ratelimit.deliver(lambda: target.send(content, reply_to=reply_to, view=view))
+        self.answered()
         event = discord_api.outcome(effect.seq, self.loop.time(), sent)
         message = discord_api.message_of(sent)
         if message is not None:
@@ -154,6 +162,7 @@ class Courier:
         target, message = self.target, self.messages[index]
         view = None if not streaming and index in self.buttons else discord_api.KEEP
         edited = await ratelimit.deliver(lambda: target.edit(message, content, view=view))
+        self.answered()
         if view is None and discord_api.message_of(edited) is not None:
             self.buttons.pop(index).stop()
         return edited
@@ -161,6 +170,7 @@ class Courier:
     async def send_embed(self, effect: SendEmbed) -> None:
         target, spec = self.target, effect.embed
         sent = await ratelimit.deliver(lambda: target.embed(spec))
+        self.answered()
         self.feed(discord_api.outcome(effect.seq, self.loop.time(), sent))
 
     async def typing(self) -> None:
@@ -168,11 +178,22 @@ class Courier:
         if ratelimit.pacer().try_acquire():
             await self.target.typing()
 
-    async def await_turn(self, token: int) -> None:
+    async def await_turn(self, token: int, prompt: bool, route: Route) -> None:
         """L2: wait for the channel's turn, then let the core decide what the request carries."""
-        await ratelimit.turn(self.channel_id)
+        await self.take_turn(prompt, route)
         self.turn_task = None
         self.feed(TurnGranted(self.loop.time(), token))
+
+    def answered(self) -> None:
+        """Discord answered the request made in the latest turn: the channel's window counts
+        from now (`pacing.ChannelWindow.answered`)."""
+        if self.turn_at is not None:
+            ratelimit.answered(self.channel_id, *self.turn_at)
+            self.turn_at = None
+
+    async def take_turn(self, prompt: bool, route: Route) -> None:
+        granted_at = await ratelimit.turn(self.channel_id, prompt=prompt, route=route)
+        self.turn_at = None if granted_at is None else (route, granted_at)
 
     def new_view(self) -> StopView | None:
         if self.stop_control is None:
@@ -220,7 +241,7 @@ class Courier:
 
         async def edit() -> None:
             for final in wanted:
-                await ratelimit.turn(self.channel_id)
+                await self.take_turn(True, "edit")
                 await self.edit_now(final.message, final.content, streaming=False)
 
         return await self.shielded(edit())

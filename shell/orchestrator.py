@@ -257,8 +257,8 @@ class _Stream:
                 self.courier.send(effect)
             case fx.EditMessage():
                 self.courier.edit(effect)
-            case fx.AwaitTurn(token=token):
-                self.courier.wait_turn(token)
+            case fx.AwaitTurn(token=token, prompt=prompt, route=route):
+                self.courier.wait_turn(token, prompt=prompt, route=route)
             case fx.SendEmbed():
                 self.courier.embed(effect)
             case fx.TypingPause(token=token, seconds=seconds):

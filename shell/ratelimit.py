@@ -3,7 +3,8 @@
 What it is: the event-loop side of `cordstream.domain.pacing`. Each loop has one `Pacer`
 (`pacer()`); a request asks it for a turn (`acquire`, or `try_acquire` for one that is skipped
 rather than late, such as a typing indicator), waits on a future, and goes when the pacer
-grants it. `turn(channel_id)` waits for a live stream's turn in its channel's lane;
+grants it. `turn(channel_id, prompt=...)` waits for a live stream's turn in its channel's
+lane, and `answered(channel_id, route, granted_at)` says when Discord answered the request it gave;
 `deliver(send)` sends a message or an embed in its turn and, after Discord's 429, again.
 
 The one idea: the pacer decides nothing. It asks `Turns.grant(now, ...)` which requests go and
@@ -29,6 +30,7 @@ from typing import TypeAlias, TypeVar
 from returns.io import IOResultE
 
 from cordstream.domain import pacing
+from cordstream.domain.effects import Route
 from cordstream.domain.pacing import (
     CHANNEL_MARGIN,
     DISCORD_CHANNEL,
@@ -36,10 +38,11 @@ from cordstream.domain.pacing import (
     MAX_RETRY_AFTER,
     RETRY_DELAYS,
     Budget,
+    ChannelWindow,
     Lane,
     Request,
     Window,
-    channel_spacing,
+    spacing,
 )
 from cordstream.shell import budgets, discord_api
 from cordstream.shell.budgets import (
@@ -65,14 +68,15 @@ __all__ = [
     "MAX_RETRY_AFTER",
     "RETRY_DELAYS",
     "Budget",
+    "ChannelWindow",
     "Lane",
     "Pacer",
     "Window",
+    "answered",
     "background_requests",
     "cancel_requests",
     "channel_budget",
     "channel_lane",
-    "channel_spacing",
     "deliver",
     "discord_global_gate",
     "drain_background",
@@ -81,11 +85,13 @@ __all__ = [
     "pacer",
     "set_channel_budget",
     "set_global_budget",
+    "spacing",
     "turn",
 ]
 
-Ticket: TypeAlias = asyncio.Future[None]
-"""A waiting request's handle: resolved when its turn comes, cancelled when its caller leaves."""
+Ticket: TypeAlias = asyncio.Future[float]
+"""A waiting request's handle: resolved with the time its turn came, cancelled when its caller
+leaves."""
 
 
 def _gone(ticket: Ticket) -> bool:
@@ -123,16 +129,25 @@ class Pacer:
         request = Request(extra, with_global)
         return self.turns.try_take(request, budgets.global_budget(), self.loop.time())
 
-    async def acquire(self, *extra: Lane, with_global: bool = True) -> None:
+    async def acquire(
+        self,
+        *extra: Lane,
+        with_global: bool = True,
+        prompt: bool = True,
+        route: Route = "send",
+    ) -> float:
         """Wait for this request's turn: every lane has room, and no earlier request waits on
-        a full lane this one shares. `with_global=False`: the extra lanes only."""
-        request = Request(extra, with_global)
-        if self.turns.try_take(request, budgets.global_budget(), self.loop.time()):
-            return
+        a lane this one shares (`pacing.Turns.grant`). `with_global=False`: the extra lanes
+        only; `prompt` and `route`: what the request is in a channel's lane
+        (`pacing.ChannelWindow`). Returns when the turn was given, on the loop's clock."""
+        request = Request(extra, with_global, prompt, route)
+        now = self.loop.time()
+        if self.turns.try_take(request, budgets.global_budget(), now):
+            return now
         ticket: Ticket = self.loop.create_future()
         self.turns.join(ticket, request)
         self.grant()
-        await ticket  # cancelled: the request is dropped (a turn given just before is spent)
+        return await ticket  # cancelled: the request is dropped (a turn given just before is spent)
 
     def budget_changed(self) -> None:
         """A budget changed: judge the waiting requests by the new one."""
@@ -146,9 +161,10 @@ class Pacer:
             self.wakeup.cancel()
             self.wakeup = None
         loop = self.loop
-        answer = self.turns.grant(loop.time(), budgets.global_budget(), _gone)
+        now = loop.time()
+        answer = self.turns.grant(now, budgets.global_budget(), _gone)
         for ticket in answer.granted:
-            ticket.set_result(None)
+            ticket.set_result(now)
         if answer.wake_at is not None:
             self.wakeup = loop.call_at(answer.wake_at, self.grant)
 
@@ -170,15 +186,25 @@ def channel_lane(channel_id: int) -> Lane | None:
     budget = budgets.channel_budget()
     if budget is None:
         return None
-    return channel_spacing(budget), pacer().turns.channel(channel_id)
+    return budget, pacer().turns.channel(channel_id)
 
 
-async def turn(channel_id: int) -> None:
-    """Wait for a live stream's turn to make a message request in `channel_id` (L2). The
-    global budget is not taken here: the request itself goes through `deliver`."""
+async def turn(channel_id: int, *, prompt: bool, route: Route) -> float | None:
+    """Wait for a live stream's turn to make a message request on `route` in `channel_id`
+    (L2), prompt or spaced (`pacing.ChannelWindow`); returns when it was given (None: channels
+    are not paced). The global budget is not taken here: the request goes through `deliver`."""
     lane = channel_lane(channel_id)
-    if lane is not None:
-        await pacer().acquire(lane, with_global=False)
+    if lane is None:
+        return None
+    return await pacer().acquire(lane, with_global=False, prompt=prompt, route=route)
+
+
+def answered(channel_id: int, route: Route, granted_at: float) -> None:
+    """Discord answered, now, the request on `route` of the turn given at `granted_at` in
+    `channel_id` (`pacing.Bucket.answered`)."""
+    window = pacer().turns.channels.get(channel_id)
+    if window is not None:
+        window.buckets[route].answered(granted_at, pacer().loop.time())
 
 
 async def deliver(send: Callable[[], Awaitable[IOResultE[T]]]) -> IOResultE[T]:

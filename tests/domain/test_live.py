@@ -26,6 +26,7 @@ from cordstream.domain import (
     StreamConfig,
     StreamResult,
     TextChunk,
+    TurnGranted,
     TypingPause,
     delivery,
     initial_state,
@@ -148,6 +149,62 @@ def test_L2_one_request_at_a_time_each_carrying_the_latest_text() -> None:
     driver.text(" five")
     driver.grant()
     assert sending(driver) == "One two three four five" + CURSOR
+
+
+def test_L2_a_turn_while_the_model_writes_is_spaced_and_names_its_route() -> None:
+    driver = manual()
+    driver.text("One")
+    assert driver.turn == AwaitTurn(driver.turn.token if driver.turn else 0, False, "send")
+    driver.grant()
+    driver.deliver()
+    driver.text(" two")
+    assert driver.turn is not None
+    assert (driver.turn.prompt, driver.turn.route) == (False, "edit")
+
+
+def test_L2_a_spaced_turn_awaited_when_the_model_ends_is_asked_for_again_prompt() -> None:
+    driver = manual()
+    driver.text("One")
+    driver.grant()
+    driver.deliver()
+    driver.text(" two")
+    spaced = driver.turn
+    assert spaced is not None
+    assert not spaced.prompt
+    driver.feed_end()
+    again = driver.turn
+    assert again is not None
+    assert again != spaced
+    assert (again.prompt, again.route) == (True, "edit")
+    assert driver.feed(TurnGranted(driver.now, spaced.token)) == ()  # the old turn is stale
+    driver.grant()
+    assert sending(driver) == "One two"
+    driver.deliver()
+    assert driver.settle().anomalies == ()
+
+
+def test_L2_a_prompt_turn_awaited_when_the_model_ends_is_not_asked_for_again() -> None:
+    driver = manual(max_message_length=200)
+    driver.text("word " * 39 + "yy" * 5)  # the first message is finished at once
+    turn = driver.turn
+    assert turn is not None
+    assert turn.prompt
+    driver.feed_end()
+    assert driver.turn is turn
+
+
+def test_L2_a_finished_messages_final_edit_is_prompt_and_the_next_message_spaced() -> None:
+    driver = manual(max_message_length=200)
+    driver.text("word " * 30)
+    driver.grant()
+    driver.deliver()
+    driver.text("x" * 60)  # does not fit: the message is finished where it is
+    turns = []
+    while driver.turn is not None:
+        turns.append((driver.turn.prompt, driver.turn.route))
+        driver.grant()
+        driver.deliver()
+    assert turns == [(True, "edit"), (False, "send")]
 
 
 def test_L2_no_turn_is_asked_when_there_is_nothing_new() -> None:

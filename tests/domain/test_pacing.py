@@ -17,16 +17,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cordstream.domain import pacing
+from cordstream.domain.effects import Route
 from cordstream.domain.pacing import (
     Budget,
     Grant,
     KeepResult,
+    Lane,
     Request,
     SendAgain,
     Turns,
     Window,
     after_try,
-    channel_spacing,
+    spacing,
 )
 from tests.support.fuzz import examples
 
@@ -83,19 +85,108 @@ def test_F4_answering_leaves_the_window_as_it_was() -> None:
 # -- a channel's lane (L2) -----------------------------------------------------------------------
 
 
-def test_L2_a_channel_budget_is_spent_evenly_plus_the_margin() -> None:
-    assert channel_spacing(pacing.DISCORD_CHANNEL) == Budget(1, 5.0 / 5 + pacing.CHANNEL_MARGIN)
-    assert channel_spacing(Budget(4, 2.0)) == Budget(1, 0.5 + pacing.CHANNEL_MARGIN)
+def _spaced(route: Route = "edit", *lanes: Lane) -> Request:
+    return Request(lanes, with_global=False, prompt=False, route=route)
 
 
-def test_L2_two_requests_in_one_channel_go_one_spacing_apart() -> None:
+def _prompt(route: Route = "edit", *lanes: Lane) -> Request:
+    return Request(lanes, with_global=False, prompt=True, route=route)
+
+
+def _channel(turns: Turns[str]) -> Lane:
+    return pacing.DISCORD_CHANNEL, turns.channel(7)
+
+
+SPACING = 5.0 / 5 + pacing.CHANNEL_MARGIN
+
+
+def test_L2_spaced_requests_get_the_windows_even_share_plus_the_margin() -> None:
+    assert spacing(pacing.DISCORD_CHANNEL) == SPACING
+    assert spacing(Budget(4, 2.0)) == 0.5 + pacing.CHANNEL_MARGIN
+
+
+def test_L2_two_spaced_requests_in_one_channel_go_one_spacing_apart() -> None:
     turns: Turns[str] = Turns()
-    lane = (channel_spacing(pacing.DISCORD_CHANNEL), turns.channel(7))
-    request = Request((lane,), with_global=False)
-    assert turns.try_take(request, pacing.DISCORD_GLOBAL, 0.0)
-    turns.join("second", request)
-    assert turns.grant(0.0, pacing.DISCORD_GLOBAL, _never_gone) == Grant((), 1.1)
-    assert turns.grant(1.1, pacing.DISCORD_GLOBAL, _never_gone) == Grant(("second",), None)
+    lane = _channel(turns)
+    assert turns.try_take(_spaced("edit", lane), pacing.DISCORD_GLOBAL, 0.0)
+    turns.join("second", _spaced("send", lane))  # whatever its route
+    assert turns.grant(0.0, pacing.DISCORD_GLOBAL, _never_gone) == Grant((), SPACING)
+    assert turns.grant(SPACING, pacing.DISCORD_GLOBAL, _never_gone) == Grant(("second",), None)
+
+
+def test_L2_a_prompt_request_goes_at_once_past_a_spaced_one_waiting() -> None:
+    turns: Turns[str] = Turns()
+    lane = _channel(turns)
+    assert turns.try_take(_spaced("edit", lane), None, 0.0)
+    turns.join("spaced", _spaced("edit", lane))
+    turns.join("later", _spaced("edit", lane))
+    turns.join("prompt", _prompt("edit", lane))
+    assert turns.grant(0.5, None, _never_gone) == Grant(("prompt",), SPACING)
+    assert [key for key, _ in turns.waiting] == ["spaced", "later"]
+    assert turns.grant(SPACING, None, _never_gone) == Grant(("spaced",), 2 * SPACING)
+
+
+def test_L2_a_prompt_request_does_not_move_the_spacing() -> None:
+    window = pacing.ChannelWindow()
+    budget = pacing.DISCORD_CHANNEL
+    window.update_after_send(budget, 0.0, _spaced())
+    window.update_after_send(budget, 0.5, _prompt())
+    assert window.next_send_time(budget, 0.6, _spaced()) == SPACING
+    assert window.next_send_time(budget, 0.6, _prompt()) == 0.6
+
+
+def test_L2_a_full_bucket_holds_its_route_until_it_resets_counted_from_discords_answer() -> None:
+    window = pacing.ChannelWindow()
+    budget = pacing.DISCORD_CHANNEL
+    for at in (1.0, 1.1, 1.2, 1.3, 1.4):
+        window.update_after_send(budget, at, _prompt("send"))
+    # Not answered yet: Discord opened it at most when it answers, so a margin is kept.
+    assert window.next_send_time(budget, 2.0, _prompt("send")) == 6.0 + pacing.UNANSWERED_MARGIN
+    window.buckets["send"].answered(1.1, 1.3)  # not the request that opened it
+    assert window.next_send_time(budget, 2.0, _prompt("send")) == 6.0 + pacing.UNANSWERED_MARGIN
+    window.buckets["send"].answered(1.0, 1.25)
+    assert window.next_send_time(budget, 2.0, _prompt("send")) == 6.25
+    assert window.next_send_time(budget, 2.0, _spaced("send")) == 6.25
+    assert window.next_send_time(budget, 7.0, _prompt("send")) == 7.0
+    window.buckets["send"].answered(1.0, 1.5)  # a window counts from its first answer only
+    assert window.buckets["send"].resets_at(budget) == 6.25
+
+
+def test_L2_creates_and_edits_count_in_buckets_of_their_own() -> None:
+    window = pacing.ChannelWindow()
+    budget = pacing.DISCORD_CHANNEL
+    for at in (0.0, 0.1, 0.2, 0.3, 0.4):
+        window.update_after_send(budget, at, _prompt("send"))
+    assert window.next_send_time(budget, 0.5, _prompt("send")) > 5.0
+    assert window.next_send_time(budget, 0.5, _prompt("edit")) == 0.5
+    assert window.buckets["edit"].count == 0
+
+
+def test_L2_a_spaced_request_held_by_a_full_bucket_goes_the_moment_it_resets() -> None:
+    # One spaced edit per spacing fills the window before it resets: the next one goes at the
+    # reset, not a spacing after the last (L2: the new window's turns are spent at once).
+    window = pacing.ChannelWindow()
+    budget = pacing.DISCORD_CHANNEL
+    times = [n * SPACING for n in range(5)]
+    for at in times:
+        window.update_after_send(budget, at, _spaced())
+        window.buckets["edit"].answered(at, at)
+    assert window.next_send_time(budget, times[-1], _spaced()) == 5.0
+    window.update_after_send(budget, 5.0, _spaced())
+    assert (window.buckets["edit"].opened, window.buckets["edit"].count) == (5.0, 1)
+    assert not window.buckets["edit"].anchored
+    assert window.next_send_time(budget, 5.0, _spaced()) == 5.0 + SPACING
+
+
+def test_L2_a_request_at_the_reset_opens_a_new_window_and_one_before_it_does_not() -> None:
+    bucket = pacing.Bucket()
+    budget = Budget(2, 5.0)
+    bucket.take(budget, 0.0)
+    bucket.answered(0.0, 0.0)
+    bucket.take(budget, 4.9)
+    assert (bucket.opened, bucket.count) == (0.0, 2)
+    bucket.take(budget, 5.0)
+    assert (bucket.opened, bucket.count, bucket.anchored) == (5.0, 1, False)
 
 
 def test_L2_each_channel_has_a_lane_of_its_own() -> None:
@@ -106,10 +197,21 @@ def test_L2_each_channel_has_a_lane_of_its_own() -> None:
 
 def test_L2_a_channel_turn_takes_nothing_from_the_global_window() -> None:
     turns: Turns[str] = Turns()
-    lane = (channel_spacing(pacing.DISCORD_CHANNEL), turns.channel(7))
-    assert turns.try_take(Request((lane,), with_global=False), Budget(1, 1.0), 0.0)
+    assert turns.try_take(_spaced("edit", _channel(turns)), Budget(1, 1.0), 0.0)
     assert not turns.window.sent
     assert turns.try_take(Request(), Budget(1, 1.0), 0.0)
+
+
+def test_L2_a_held_prompt_request_holds_the_later_prompt_ones_on_its_route() -> None:
+    turns: Turns[str] = Turns()
+    lane = (Budget(1, 5.0), turns.channel(7))
+    assert turns.try_take(_prompt("send", lane), None, 0.0)
+    turns.join("send", _prompt("send", lane))
+    turns.join("edit", _prompt("edit", lane))
+    turns.join("send again", _prompt("send", lane))
+    wake = 5.0 + pacing.UNANSWERED_MARGIN
+    assert turns.grant(1.0, None, _never_gone) == Grant(("edit",), wake)
+    assert turns.grant(wake, None, _never_gone) == Grant(("send",), wake + 5.0 + 1.0)
 
 
 # -- the turns of one loop (F4) ------------------------------------------------------------------
@@ -161,7 +263,7 @@ def test_F4_a_request_held_by_a_window_holds_every_later_one_on_it_whatever_its_
     # One window counted against two budgets: full for the first request's, with room for the
     # second's. The second still waits behind the first (first in first out on a window).
     turns: Turns[str] = Turns()
-    window = turns.channel(1)
+    window = Window()
     tight, loose = (Budget(1, 5.0), window), (Budget(5, 5.0), window)
     assert turns.try_take(Request((tight,)), None, 0.0)
     turns.join("tight", Request((tight,)))
@@ -244,6 +346,8 @@ class Arrival:
     lanes: tuple[int, ...]  # the channel lanes it names, by index
     with_global: bool
     leaves_at: float | None  # its caller leaves then, if it still waits
+    prompt: bool = True  # in its channel lanes (`ChannelWindow`)
+    route: Route = "send"
 
 
 def walk(
@@ -277,7 +381,8 @@ def walk(
             if index not in granted:
                 left.add(index)
             continue
-        request = Request(tuple(windows[n] for n in arrival.lanes), arrival.with_global)
+        lanes_named = tuple(windows[n] for n in arrival.lanes)
+        request = Request(lanes_named, arrival.with_global, arrival.prompt, arrival.route)
         if turns.try_take(request, budget, now):
             granted[index] = now
         else:
@@ -286,6 +391,7 @@ def walk(
     return turns, granted
 
 
+ROUTES: tuple[Route, ...] = ("send", "edit")
 BUDGETS = st.builds(Budget, st.integers(1, 4), st.sampled_from([0.05, 0.3, 1.0, 1.1, 2.5]))
 TIMES = st.sampled_from([0.0, 0.0, 0.01, 0.1, 0.5, 1.0, 1.1, 3.0])
 
@@ -301,14 +407,17 @@ def scenarios(draw: st.DrawFn) -> tuple[list[Arrival], Budget | None, list[Budge
         shapes.append(((0, 1), True))
     at = 0.0
     arrivals = []
-    for gap, (named, with_global), leave in draw(
+    kinds = st.tuples(st.booleans(), st.sampled_from(ROUTES))
+    for gap, (named, with_global), leave, (prompt, route) in draw(
         st.lists(
-            st.tuples(TIMES, st.sampled_from(shapes), st.none() | TIMES), min_size=1, max_size=30
+            st.tuples(TIMES, st.sampled_from(shapes), st.none() | TIMES, kinds),
+            min_size=1,
+            max_size=30,
         )
     ):
         at += gap
         leaves_at = None if leave is None else at + leave + 0.001
-        arrivals.append(Arrival(at, named, with_global, leaves_at))
+        arrivals.append(Arrival(at, named, with_global, leaves_at, prompt, route))
     return arrivals, budget, lanes
 
 
@@ -319,22 +428,36 @@ def _windows_named(arrival: Arrival, budget: Budget | None) -> frozenset[object]
     return frozenset(named)
 
 
+def _buckets_named(arrival: Arrival) -> set[tuple[int, Route]]:
+    return {(n, arrival.route) for n in arrival.lanes}
+
+
 @settings(max_examples=examples(300), deadline=None)
 @given(scenarios())
-def test_F4_L2_no_window_of_per_seconds_ever_holds_more_than_its_budget(
+def test_F4_L2_no_request_ever_meets_a_full_window_or_bucket(
     scenario: tuple[list[Arrival], Budget | None, list[Budget]],
 ) -> None:
+    """The global budget: no window of `per` seconds holds more than `requests` grants. A
+    channel's lane: Discord's bucket of each route, a fixed window that opens at the first
+    request after it reset (as Discord counts them), never holds more than `requests`."""
     arrivals, budget, lanes = scenario
     _, granted = walk(arrivals, budget, lanes)
-    budgets: dict[object, Budget] = {f"lane {n}": lane for n, lane in enumerate(lanes)}
     if budget is not None:
-        budgets["global"] = budget
-    for name, counted in budgets.items():
         times = sorted(
-            at for i, at in granted.items() if name in _windows_named(arrivals[i], budget)
+            at for i, at in granted.items() if "global" in _windows_named(arrivals[i], budget)
         )
-        for i in range(counted.requests, len(times)):
-            assert times[i] - times[i - counted.requests] >= counted.per - 1e-9, (name, times)
+        for i in range(budget.requests, len(times)):
+            assert times[i] - times[i - budget.requests] >= budget.per - 1e-9, times
+    for n, lane in enumerate(lanes):
+        for route in ROUTES:
+            resets, remaining = -math.inf, 0
+            for at in sorted(
+                at for i, at in granted.items() if (n, route) in _buckets_named(arrivals[i])
+            ):
+                if at >= resets:
+                    resets, remaining = at + lane.per, lane.requests
+                remaining -= 1
+                assert remaining >= 0, (n, route, lane)
 
 
 @settings(max_examples=examples(300), deadline=None)
@@ -342,15 +465,17 @@ def test_F4_L2_no_window_of_per_seconds_ever_holds_more_than_its_budget(
 def test_F4_L2_grants_are_first_in_first_out_per_window(
     scenario: tuple[list[Arrival], Budget | None, list[Budget]],
 ) -> None:
-    """Requests that wait on the same windows get their turns in the order they asked (live
-    delivery's channel turns and the sends each wait on one window). A request held by
-    another window it names does not hold up the requests behind it."""
+    """Requests of one kind that wait on the same windows get their turns in the order they
+    asked (live delivery's channel turns and the sends each wait on one window). A request
+    held by another window it names does not hold up the requests behind it."""
     arrivals, budget, lanes = scenario
     turns, granted = walk(arrivals, budget, lanes)
     assert not turns.waiting  # every request got its turn, or its caller left
-    by_windows: dict[frozenset[object], list[int]] = {}
+    by_windows: dict[tuple[frozenset[object], bool, Route], list[int]] = {}
     for i in granted:  # in the order the turns were given
-        by_windows.setdefault(_windows_named(arrivals[i], budget), []).append(i)
+        arrival = arrivals[i]
+        kind = (_windows_named(arrival, budget), arrival.prompt, arrival.route)
+        by_windows.setdefault(kind, []).append(i)
     for order in by_windows.values():
         assert order == sorted(order)
 

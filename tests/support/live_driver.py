@@ -55,6 +55,7 @@ class LiveDriver(Harness):
     mine: list[int] = field(default_factory=list)  # channel index of each message created
     deleted: set[int] = field(default_factory=set)
     streaming: dict[int, bool] = field(default_factory=dict)  # by channel index: to be edited
+    granted: AwaitTurn | None = None  # the turn just granted, when nothing came between (auto)
 
     def __post_init__(self) -> None:
         assert self.config.delivery == "live"
@@ -64,7 +65,9 @@ class LiveDriver(Harness):
         turn = self.turn
         assert turn is not None, "no turn awaited"
         self.turn = None
+        self.granted = turn if self.auto else None
         self.feed(TurnGranted(self.now, turn.token))
+        self.granted = None
 
     def deliver(self, url: str | None = None) -> None:
         request = self.in_flight
@@ -121,6 +124,11 @@ class LiveDriver(Harness):
     def _note(self, effect: Effect) -> None:
         match effect:
             case SendMessage() | EditMessage() | SendEmbed():
+                if self.granted is not None:  # the turn named the request that went in it
+                    final = isinstance(effect, SendEmbed) or not effect.streaming
+                    route = "edit" if isinstance(effect, EditMessage) else "send"
+                    assert (self.granted.prompt, self.granted.route) == (final, route), effect
+                    self.granted = None
                 assert self.in_flight is None, "two Discord requests in flight (L2)"
                 assert self.turn is None, "a request without its turn (L2)"
                 assert all(r.seq != effect.seq for r in self.requests), "a seq used twice"
@@ -134,7 +142,8 @@ class LiveDriver(Harness):
                 elif self.auto:
                     self.deliver()
             case AwaitTurn():
-                assert self.turn is None, "two turns awaited"
+                again = self.turn is not None and effect.prompt and not self.turn.prompt
+                assert self.turn is None or again, "two turns awaited"
                 assert self.in_flight is None, "a turn while a request is in flight (L2)"
                 self.turn = effect
                 if self.auto:
