@@ -20,8 +20,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from returns.maybe import Maybe, Nothing, Some
-
 if TYPE_CHECKING:
     from cordstream.domain.results import StreamResult
 
@@ -69,7 +67,7 @@ def normalize_usage(raw: object) -> TokenUsage | None:
     if raw is None:
         return None
     try:  # `isinstance` included: a raising `__class__` makes it raise
-        return _normalize(raw, _MAX_DEPTH).value_or(None)
+        return _normalize(raw, _MAX_DEPTH)
     except Exception:  # a hostile object (e.g. a raising `__class__`) is just "no usage"
         return None
 
@@ -93,53 +91,52 @@ def estimate_tokens(text: str) -> int:
     return -(-len(text) // 4)
 
 
-def _normalize(raw: object, depth: int) -> Maybe[TokenUsage]:
+def _normalize(raw: object, depth: int) -> TokenUsage | None:
     if raw is None or isinstance(raw, _SCALARS):
-        return Nothing
+        return None
     if depth > 0:
         for name in _NESTED:
-            nested = _field(raw, name).bind(lambda inner: _normalize(inner, depth - 1))
-            if nested:  # a valid nested report wins over the container's own fields (D1)
+            inner = _field(raw, name)
+            nested = None if inner is None else _normalize(inner, depth - 1)
+            if nested is not None:  # a valid nested report wins over the container's own (D1)
                 return nested
     input_tokens = _input_side(raw)
-    output_tokens = _first_alias(raw, _OUTPUT).value_or(0)
+    output_tokens = _first_alias(raw, _OUTPUT) or 0
     if input_tokens <= 0 and output_tokens <= 0:
-        return Nothing
-    return Some(TokenUsage(input_tokens=input_tokens, output_tokens=output_tokens))
+        return None
+    return TokenUsage(input_tokens=input_tokens, output_tokens=output_tokens)
 
 
 def _input_side(raw: object) -> int:
     for name, includes_cache in _INPUT:
-        count = _field(raw, name).bind(_count).value_or(None)
+        count = _count(_field(raw, name))
         if count is not None:
             return count if includes_cache else count + _cached(raw)
     return _cached(raw)
 
 
 def _cached(raw: object) -> int:
-    return sum(_first_alias(raw, spellings).value_or(0) for spellings in _CACHE)
+    return sum(_first_alias(raw, spellings) or 0 for spellings in _CACHE)
 
 
-def _first_alias(raw: object, aliases: tuple[tuple[str, ...], ...]) -> Maybe[int]:
+def _first_alias(raw: object, aliases: tuple[tuple[str, ...], ...]) -> int | None:
     """The count of the first alias with a valid count (D2); an alias's names add up."""
     for names in aliases:
-        found = [_field(raw, name).bind(_count) for name in names]
-        counts = [count.unwrap() for count in found if count]
+        counts = [count for name in names if (count := _count(_field(raw, name))) is not None]
         if counts:
-            return Some(sum(counts))
-    return Nothing
+            return sum(counts)
+    return None
 
 
-def _field(raw: object, name: str) -> Maybe[object]:
-    """The value under `name` (key of a mapping, else attribute); Nothing when absent."""
+def _field(raw: object, name: str) -> object | None:
+    """The value under `name` (key of a mapping, else attribute); None when absent."""
     try:
-        value = raw.get(name) if isinstance(raw, Mapping) else getattr(raw, name, None)
+        return raw.get(name) if isinstance(raw, Mapping) else getattr(raw, name, None)
     except Exception:  # properties and `__getattr__` of SDK objects may raise anything
-        return Nothing
-    return Maybe.from_optional(value)
+        return None
 
 
-def _count(value: object) -> Maybe[int]:
+def _count(value: object) -> int | None:
     """A valid token count (D2): a non-negative int or integral float, not a bool.
 
     Judged on a plain `int`/`float` copy, so a subclass's own comparisons are not used; a value
@@ -147,14 +144,14 @@ def _count(value: object) -> Maybe[int]:
     """
     try:
         if isinstance(value, bool):
-            return Nothing
+            return None
         if isinstance(value, int):
             count = int.__index__(value)  # the int itself, whatever `__int__` says
-            return Some(count) if 0 <= count <= _MAX_COUNT else Nothing
+            return count if 0 <= count <= _MAX_COUNT else None
         if isinstance(value, float):
             number = float.__float__(value)
             if number.is_integer() and 0 <= number <= _MAX_COUNT:
-                return Some(int(number))
+                return int(number)
     except Exception:  # a hostile subclass: this count is invalid, nothing more
-        return Nothing
-    return Nothing
+        return None
+    return None

@@ -114,15 +114,20 @@ class _Answer:
         feedback = response.prompt_feedback
         if feedback is not None and feedback.block_reason is not None:
             self.block_reason = feedback.block_reason
+        usage: Mapping[str, object] | None = None
         if response.usage_metadata is not None:
+            # Gemini sends the usage so far on every response: passed on as its fields (the
+            # core reads a mapping fast, `base.fields_of`), and only when it changed (B5: the
+            # latest wins).
+            fields = base.fields_of(response.usage_metadata)
+            if self.usage is None or fields != base.fields_of(self.usage):
+                usage = fields
             self.usage = response.usage_metadata
         if response.model_version:
             self.model = response.model_version
         if response.response_id:
             self.response_id = response.response_id
-        return domain.TextChunk(
-            "".join(text), usage=response.usage_metadata, thoughts=tuple(thoughts)
-        )
+        return domain.TextChunk("".join(text), usage=usage, thoughts=tuple(thoughts))
 
     def terminal(self) -> tuple[domain.ProcessedChunk, _ToolTurn | None]:
         """The last chunk of the stream, and the answer to remember for `after_tools`."""

@@ -160,13 +160,37 @@ async def test_plain_text_across_several_responses(transport: adapters.Transport
         "model": MODEL,
         "id": RID,
     }
-    # usageMetadata as given on every chunk; the terminal one is the complete report.
+    # usageMetadata comes on every response: passed on when it changed (the core reads each
+    # change once; the latest wins), and the terminal chunk carries the complete report.
     assert [domain.normalize_usage(chunk.usage) for chunk in chunks] == [
         domain.TokenUsage(8, 0),
-        domain.TokenUsage(8, 0),
+        None,
         domain.TokenUsage(8, 37),
         domain.TokenUsage(8, 37),
     ]
+
+
+async def test_a_usage_report_that_changes_back_is_passed_on_again() -> None:
+    # Skipping a repeated report must not skip a change: the latest report wins (B5).
+    reply = Reply(
+        frames=[
+            sse(response(text("a"), meta=usage(8))),
+            sse(response(text("b"), meta=usage(8, 5, 5))),
+            sse(response(text("c"), meta=usage(8))),
+            sse(response(text("d"), finish="STOP", meta=usage(8))),
+        ]
+    )
+    async with served(reply) as g, stage() as s:
+        chunks = await adapters.collect(provider(g.client))
+        result = await s.stream(provider(g.client))
+    assert [domain.normalize_usage(chunk.usage) for chunk in chunks] == [
+        domain.TokenUsage(8, 0),
+        domain.TokenUsage(8, 10),
+        domain.TokenUsage(8, 0),
+        None,
+        domain.TokenUsage(8, 0),
+    ]
+    assert result.usage == domain.TokenUsage(8, 0)
 
 
 async def test_plain_text_end_to_end() -> None:
