@@ -131,6 +131,8 @@ def _first_alias(raw: object, aliases: tuple[tuple[str, ...], ...]) -> int | Non
 def _field(raw: object, name: str) -> object | None:
     """The value under `name` (key of a mapping, else attribute); None when absent."""
     try:
+        if type(raw) is dict:  # parsed JSON, an SDK model's fields: no ABC check
+            return raw.get(name)
         return raw.get(name) if isinstance(raw, Mapping) else getattr(raw, name, None)
     except Exception:  # properties and `__getattr__` of SDK objects may raise anything
         return None
@@ -142,6 +144,8 @@ def _count(value: object) -> int | None:
     Judged on a plain `int`/`float` copy, so a subclass's own comparisons are not used; a value
     whose conversion raises is invalid for its alias only (the other side is still read).
     """
+    if value is None:  # the usual answer: the field is absent
+        return None
     try:
         if isinstance(value, bool):
             return None
