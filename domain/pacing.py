@@ -119,33 +119,43 @@ class Bucket:
     """One of Discord's buckets for a channel's message requests, as cordstream's requests
     fill it: a fixed window (see the module docstring).
 
-    Discord opens the window when it receives its first request, which is before it answers
-    it: so the window counts from that answer (`answered`), and until the answer comes, from
-    the grant plus `UNANSWERED_MARGIN`. Either way it never resets here before it does at
-    Discord, and no request of cordstream's meets a full bucket (L2)."""
+    Discord opens the window when it receives its first request: after cordstream granted it
+    (`opened`) and before Discord answered it (`answered_at`). So the window resets somewhere
+    between `opened + per` and `answered_at + per` (until the answer comes, `opened` plus
+    `UNANSWERED_MARGIN` stands for it); no request is granted in between, where it could land
+    in either window. So no request of cordstream's meets a full bucket (L2)."""
 
-    __slots__ = ("anchored", "count", "opened")
+    __slots__ = ("answered_at", "count", "opened")
 
     def __init__(self) -> None:
-        self.opened = -math.inf  # when the current window opened (see `anchored`)
-        self.anchored = True  # `opened` is its first request's answer, not its grant
+        self.opened = -math.inf  # the current window's first grant
+        self.answered_at: float | None = None  # Discord's answer to it (None: not yet)
         self.count = 0  # requests granted in it
 
     def resets_at(self, budget: Budget) -> float:
-        """When the current window resets, at the latest (see the class docstring)."""
-        return self.opened + budget.per + (0.0 if self.anchored else UNANSWERED_MARGIN)
+        """When the current window has reset at Discord, at the latest."""
+        opened = self.opened + UNANSWERED_MARGIN if self.answered_at is None else self.answered_at
+        return opened + budget.per
+
+    def ready(self, budget: Budget, at: float) -> float:
+        """The earliest moment from `at` on when one more request fits: at once while the
+        window has room and has surely not reset; when it has surely reset otherwise."""
+        resets = self.resets_at(budget)
+        if at < resets and (self.count >= budget.requests or at >= self.opened + budget.per):
+            return resets
+        return at
 
     def take(self, budget: Budget, now: float) -> None:
         """One request went at `now` (the first one after a reset opens a new window)."""
         if now >= self.resets_at(budget):
-            self.opened, self.anchored, self.count = now, False, 0
+            self.opened, self.answered_at, self.count = now, None, 0
         self.count += 1
 
     def answered(self, granted_at: float, now: float) -> None:
         """Discord answered at `now` the request granted at `granted_at`: if it opened the
-        window, the window counts from now."""
-        if not self.anchored and granted_at == self.opened:
-            self.opened, self.anchored = now, True
+        window, the window reset at `now + per` at the latest."""
+        if self.answered_at is None and granted_at == self.opened:
+            self.answered_at = now
 
 
 class ChannelWindow:
@@ -160,15 +170,16 @@ class ChannelWindow:
 
     def next_send_time(self, budget: Budget, now: float, request: Request) -> float:
         """The earliest moment from `now` on when `request` may go: when its route's bucket
-        resets if it is full, whatever its kind (so a request held by a full bucket goes the
-        moment it resets); else at once if it is prompt, and `spacing(budget)` after the last
-        spaced one if it is spaced."""
+        has reset if it is full, whatever its kind (so a request held by a full bucket goes
+        the moment it resets); else at once if it is prompt, and `spacing(budget)` after the
+        last spaced one if it is spaced; never while the bucket may or may not have reset
+        (`Bucket.ready`)."""
         bucket = self.buckets[request.route]
         if bucket.count >= budget.requests:
             return max(now, bucket.resets_at(budget))
         if request.prompt:
-            return now
-        return max(now, self.spaced_at + spacing(budget))
+            return bucket.ready(budget, now)
+        return bucket.ready(budget, max(now, self.spaced_at + spacing(budget)))
 
     def update_after_send(self, budget: Budget, now: float, request: Request) -> None:
         """`request` went at `now`."""

@@ -174,7 +174,7 @@ def test_L2_a_spaced_request_held_by_a_full_bucket_goes_the_moment_it_resets() -
     assert window.next_send_time(budget, times[-1], _spaced()) == 5.0
     window.update_after_send(budget, 5.0, _spaced())
     assert (window.buckets["edit"].opened, window.buckets["edit"].count) == (5.0, 1)
-    assert not window.buckets["edit"].anchored
+    assert window.buckets["edit"].answered_at is None
     assert window.next_send_time(budget, 5.0, _spaced()) == 5.0 + SPACING
 
 
@@ -186,7 +186,26 @@ def test_L2_a_request_at_the_reset_opens_a_new_window_and_one_before_it_does_not
     bucket.take(budget, 4.9)
     assert (bucket.opened, bucket.count) == (0.0, 2)
     bucket.take(budget, 5.0)
-    assert (bucket.opened, bucket.count, bucket.anchored) == (5.0, 1, False)
+    assert (bucket.opened, bucket.count, bucket.answered_at) == (5.0, 1, None)
+
+
+def test_L2_no_request_goes_while_the_bucket_may_or_may_not_have_reset() -> None:
+    # Discord opened the window between the grant (1.0) and the answer: it resets between
+    # 3.5 and the answer plus 2.5. A request in between could land in either window, the full
+    # one included, so it waits until the bucket has surely reset.
+    bucket = pacing.Bucket()
+    budget = Budget(2, 2.5)
+    bucket.take(budget, 1.0)
+    assert bucket.ready(budget, 3.4) == 3.4
+    assert bucket.ready(budget, 3.5) == 3.5 + pacing.UNANSWERED_MARGIN
+    bucket.answered(1.0, 1.2)
+    assert bucket.ready(budget, 3.5) == 3.7
+    assert bucket.ready(budget, 3.7) == 3.7
+    window = pacing.ChannelWindow()
+    window.buckets["send"] = bucket
+    window.spaced_at = 3.5 - spacing(budget)
+    assert window.next_send_time(budget, 3.5, _prompt("send")) == 3.7
+    assert window.next_send_time(budget, 3.0, _spaced("send")) == 3.7  # spaced into it
 
 
 def test_L2_each_channel_has_a_lane_of_its_own() -> None:
