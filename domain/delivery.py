@@ -25,7 +25,7 @@ segmenter's `tail_room`, or live delivery's `appending`, which `value` keeps up 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final, Literal, Protocol, TypeAlias, assert_never
 
 from cordstream.domain import live as lives
@@ -379,9 +379,28 @@ class LiveDelivery:
     def granted(self, config: StreamConfig, ending: Ending | None) -> Next | None:
         self.merge()
         embed = ending.embed if ending is not None else None
-        self.live, self.tail, request = lives.granted(
+        live, tail, request = lives.granted(
             self.live, self.tail, config, ending=ending is not None, embed=embed
         )
+        if (
+            isinstance(request, SendMessage | EditMessage | SendEmbed)
+            and lives.route_of(request) != self.live.route
+        ):
+            # The text changed the request's route since the turn was asked (the next message
+            # first, where an edit was foreseen): it asks for a turn on its own route (L2),
+            # prompt, since it waited its spacing already.
+            live, turn, _ = lives.pump(
+                replace(self.live, turn=None),
+                self.tail,
+                config,
+                ending=ending is not None,
+                embed=embed,
+            )
+            if turn is not None:
+                live, turn = replace(live, prompt=True), replace(turn, prompt=True)
+            self.live = live
+            return turn
+        self.live, self.tail = live, tail
         return request
 
     def awaits(self, token: int) -> bool:

@@ -91,6 +91,7 @@ class Live:
     flight: Flight | None = None
     turn: int | None = None  # the turn awaited
     prompt: bool = False  # whether it is prompt (`AwaitTurn.prompt`)
+    route: Route = "edit"  # the route it was asked for (`AwaitTurn.route`)
     typing: int | None = None  # the typing indicator's renewal awaited
     next_seq: int = 1  # the next request's seq, turn's or renewal's token
     first_url: str | None = None
@@ -205,13 +206,18 @@ def pump(
         return live, None, False
     request = granted(live, tail, config, ending=ending, embed=embed)[2]
     prompt = not isinstance(request, SendMessage | EditMessage) or not request.streaming
-    route: Route = "edit" if isinstance(request, EditMessage) else "send"
+    route = route_of(request)
     token = live.next_seq
     return (
-        replace(live, turn=token, prompt=prompt, next_seq=token + 1),
+        replace(live, turn=token, prompt=prompt, route=route, next_seq=token + 1),
         AwaitTurn(token, prompt, route),
         False,
     )
+
+
+def route_of(request: object) -> Route:
+    """The route a request counts in at Discord (L2): an edit's, or a create's (an embed too)."""
+    return "edit" if isinstance(request, EditMessage) else "send"
 
 
 def granted(

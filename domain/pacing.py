@@ -125,12 +125,17 @@ class Bucket:
     `UNANSWERED_MARGIN` stands for it); no request is granted in between, where it could land
     in either window. So no request of cordstream's meets a full bucket (L2)."""
 
-    __slots__ = ("answered_at", "count", "opened")
+    __slots__ = ("answered_at", "grants", "opened")
 
     def __init__(self) -> None:
         self.opened = -math.inf  # the current window's first grant
         self.answered_at: float | None = None  # Discord's answer to it (None: not yet)
-        self.count = 0  # requests granted in it
+        self.grants: list[float] = []  # the grants counted in it, in order
+
+    @property
+    def count(self) -> int:
+        """How many requests the current window counts."""
+        return len(self.grants)
 
     def resets_at(self, budget: Budget) -> float:
         """When the current window has reset at Discord, at the latest."""
@@ -148,14 +153,23 @@ class Bucket:
     def take(self, budget: Budget, now: float) -> None:
         """One request went at `now` (the first one after a reset opens a new window)."""
         if now >= self.resets_at(budget):
-            self.opened, self.answered_at, self.count = now, None, 0
-        self.count += 1
+            self.opened, self.answered_at, self.grants = now, None, []
+        self.grants.append(now)
 
     def answered(self, granted_at: float, now: float) -> None:
         """Discord answered at `now` the request granted at `granted_at`: if it opened the
         window, the window reset at `now + per` at the latest."""
         if self.answered_at is None and granted_at == self.opened:
             self.answered_at = now
+
+    def give_back(self, granted_at: float) -> None:
+        """The request granted at `granted_at` was not made after all: Discord never counted
+        it. If it opened the window, Discord's window opens with the next one."""
+        if granted_at not in self.grants:
+            return  # an earlier window's
+        self.grants.remove(granted_at)
+        if granted_at == self.opened and self.answered_at is None:
+            self.opened = self.grants[0] if self.grants else -math.inf
 
 
 class ChannelWindow:

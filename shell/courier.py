@@ -113,6 +113,7 @@ class Courier:
         awaited (a spaced turn the core now wants prompt, when the model ended)."""
         if self.turn_task is not None:
             self.turn_task.cancel()
+        self.unused_turn()
         self.turn_task = self.loop.create_task(self.await_turn(token, prompt, route))
 
     def pause(self, seconds: float, over: Callable[[], None]) -> None:
@@ -128,6 +129,14 @@ class Courier:
             pause.cancel()
         if self.turn_task is not None:
             self.turn_task.cancel()
+
+    def unused_turn(self) -> None:
+        """A turn given with no request made in it (the core asks for another: it asked again,
+        or had nothing to send after all) is given back: Discord never counted it. (At the
+        end of a stream, a turn's request may still be in flight: nothing is given back.)"""
+        if self.turn_at is not None:
+            ratelimit.give_back(self.channel_id, *self.turn_at)
+            self.turn_at = None
 
     async def send_message(self, effect: SendMessage) -> None:
         target = self.target

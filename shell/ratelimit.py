@@ -80,6 +80,7 @@ __all__ = [
     "deliver",
     "discord_global_gate",
     "drain_background",
+    "give_back",
     "global_budget",
     "global_wait_end",
     "pacer",
@@ -197,6 +198,14 @@ async def turn(channel_id: int, *, prompt: bool, route: Route) -> float | None:
     if lane is None:
         return None
     return await pacer().acquire(lane, with_global=False, prompt=prompt, route=route)
+
+
+def give_back(channel_id: int, route: Route, granted_at: float) -> None:
+    """The turn given at `granted_at` on `route` in `channel_id` made no request after all
+    (`pacing.Bucket.give_back`)."""
+    window = pacer().turns.channels.get(channel_id)
+    if window is not None:
+        window.buckets[route].give_back(granted_at)
 
 
 def answered(channel_id: int, route: Route, granted_at: float) -> None:

@@ -207,6 +207,40 @@ def test_L2_a_finished_messages_final_edit_is_prompt_and_the_next_message_spaced
     assert turns == [(True, "edit"), (False, "send")]
 
 
+def test_L2_a_request_whose_route_changed_since_its_turn_asks_for_a_turn_of_its_own() -> None:
+    # The turn was asked for the next message (a create) while the open one waited for its
+    # final edit; by the time it came, the text made the final edit go first: an edit, in
+    # another of Discord's buckets (L2). It asks again rather than go uncounted there.
+    driver = manual(max_message_length=200)
+    steps = [
+        "xxsupercalifragilistic ", "longish\n", "ok. ", "word\nlongish word",
+        "supercalifragilistic", "ok.xx", "ok. a ", "ok.\nword\n",
+        "ok.ok.longishsupercalifragilistic a ", "a longish ok.longish aa\n",
+        "\n\nxx xx\n\n\nword",
+    ]  # fmt: skip
+    for text in steps:
+        driver.text(text)
+        driver.grant()
+        driver.deliver()
+    driver.text("longishok")
+    asked = driver.turn
+    assert asked is not None
+    assert asked.route == "send"
+    driver.text(".\nlongish ")
+    driver.grant()
+    nothing = driver.in_flight
+    assert nothing is None
+    again = driver.turn
+    assert again is not None
+    assert (again.route, again.prompt) == ("edit", True)
+    driver.grant()
+    request = driver.in_flight
+    assert isinstance(request, EditMessage)
+    assert not request.streaming
+    driver.deliver()
+    assert driver.end().anomalies == ()
+
+
 def test_L2_no_turn_is_asked_when_there_is_nothing_new() -> None:
     driver = manual()
     driver.text("Done here.")

@@ -208,6 +208,30 @@ def test_L2_no_request_goes_while_the_bucket_may_or_may_not_have_reset() -> None
     assert window.next_send_time(budget, 3.0, _spaced("send")) == 3.7  # spaced into it
 
 
+def test_L2_a_turn_given_back_is_not_counted_and_a_window_it_opened_opens_with_the_next() -> None:
+    bucket = pacing.Bucket()
+    budget = Budget(2, 5.0)
+    bucket.take(budget, 1.0)
+    bucket.take(budget, 2.0)
+    assert bucket.ready(budget, 2.5) == 1.0 + pacing.UNANSWERED_MARGIN + 5.0  # full
+    bucket.give_back(1.0)  # the request of the turn at 1.0 was never made
+    assert (bucket.opened, bucket.grants, bucket.count) == (2.0, [2.0], 1)
+    assert bucket.ready(budget, 2.5) == 2.5
+    bucket.answered(2.0, 2.1)
+    assert bucket.resets_at(budget) == 7.1
+    bucket.give_back(0.5)  # not one of this window's: nothing changes
+    bucket.take(budget, 3.0)
+    bucket.give_back(3.0)
+    assert (bucket.opened, bucket.grants, bucket.answered_at) == (2.0, [2.0], 2.1)
+    bucket.give_back(2.0)
+    assert (bucket.opened, bucket.count) == (2.0, 0)  # answered: it went, whatever comes
+    alone = pacing.Bucket()
+    alone.take(budget, 1.0)
+    alone.give_back(1.0)
+    assert (alone.opened, alone.count) == (-math.inf, 0)
+    assert alone.ready(budget, 1.5) == 1.5
+
+
 def test_L2_each_channel_has_a_lane_of_its_own() -> None:
     turns: Turns[str] = Turns()
     assert turns.channel(1) is turns.channel(1)

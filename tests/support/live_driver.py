@@ -65,7 +65,7 @@ class LiveDriver(Harness):
         turn = self.turn
         assert turn is not None, "no turn awaited"
         self.turn = None
-        self.granted = turn if self.auto else None
+        self.granted = turn
         self.feed(TurnGranted(self.now, turn.token))
         self.granted = None
 
@@ -125,9 +125,11 @@ class LiveDriver(Harness):
         match effect:
             case SendMessage() | EditMessage() | SendEmbed():
                 if self.granted is not None:  # the turn named the request that went in it
-                    final = isinstance(effect, SendEmbed) or not effect.streaming
                     route = "edit" if isinstance(effect, EditMessage) else "send"
-                    assert (self.granted.prompt, self.granted.route) == (final, route), effect
+                    assert self.granted.route == route, (self.granted, effect)  # always (L2)
+                    if self.auto:  # and, with no text between, whether it is final
+                        final = isinstance(effect, SendEmbed) or not effect.streaming
+                        assert self.granted.prompt == final, (self.granted, effect)
                     self.granted = None
                 assert self.in_flight is None, "two Discord requests in flight (L2)"
                 assert self.turn is None, "a request without its turn (L2)"
