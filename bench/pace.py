@@ -189,8 +189,9 @@ def measure() -> dict[str, float]:
 
 
 _WHAT: Final = {
-    "lag_over_bound_s": "answer complete -> Discord's bound, s",
+    # the longer suffix first: `channel_lag_over_bound_s` also ends in `_lag_over_bound_s`
     "channel_lag_over_bound_s": "last answer complete -> the channel's bound, s",
+    "lag_over_bound_s": "answer complete -> Discord's bound, s",
     "lag_s": "model's last chunk -> answer complete, s",
     "longest_wait_s": "longest time without new text while the model writes, s",
     "requests": "message creates and edits accepted",
