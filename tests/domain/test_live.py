@@ -53,6 +53,15 @@ def manual(**config: object) -> LiveDriver:
     return driver
 
 
+def showing(text: str, **config: object) -> LiveDriver:
+    """A driver by hand whose first message shows `text` (its turn granted, Discord's yes)."""
+    driver = manual(**config)
+    driver.text(text)
+    driver.grant()
+    driver.deliver()
+    return driver
+
+
 def sending(driver: LiveDriver) -> str:
     """The content of the message request in flight."""
     request = driver.in_flight
@@ -163,10 +172,7 @@ def test_L2_a_turn_while_the_model_writes_is_spaced_and_names_its_route() -> Non
 
 
 def test_L2_a_spaced_turn_awaited_when_the_model_ends_is_asked_for_again_prompt() -> None:
-    driver = manual()
-    driver.text("One")
-    driver.grant()
-    driver.deliver()
+    driver = showing("One")
     driver.text(" two")
     spaced = driver.turn
     assert spaced is not None
@@ -461,10 +467,7 @@ def test_L6_think_text_is_never_shown_and_a_partial_tag_waits() -> None:
 
 
 def test_L6_a_stray_closing_think_tag_takes_back_only_what_was_not_shown() -> None:
-    driver = manual()
-    driver.text("Shown")
-    driver.grant()
-    driver.deliver()
+    driver = showing("Shown")
     driver.text(" reasoning</think>Answer.")
     driver.feed_end()
     result = driver.settle()
