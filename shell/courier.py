@@ -195,7 +195,7 @@ class Courier:
 
     def answered(self) -> None:
         """Discord answered the request made in the latest turn: the channel's window counts
-        from now (`pacing.ChannelWindow.answered`)."""
+        from now (`pacing.Bucket.answered`)."""
         if self.turn_at is not None:
             ratelimit.answered(self.channel_id, *self.turn_at)
             self.turn_at = None
