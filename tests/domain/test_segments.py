@@ -497,6 +497,20 @@ def test_E3_E6_punctuation_at_the_end_never_takes_a_code_blocks_end_along(degree
     assert driver.messages == [block, "!!!!!!!!"]
 
 
+@pytest.mark.parametrize("between", ["\n\n", "\n \n"])
+def test_E3_E6_a_code_block_waiting_with_a_blank_line_after_it_is_still_a_code_block(
+    between: str,
+) -> None:
+    """The blank line waits with the finished block (`Piece.extended`), which stays a code
+    piece: the punctuation after it does not take its end along either."""
+    block = "```\n" + "x = 1\n" * 31 + "```"
+    driver = Driver(StreamConfig(max_message_length=200))
+    driver.start()
+    driver.text(block + between, "!!!!!!!!")
+    driver.end()
+    assert driver.messages == [block, "!!!!!!!!"]
+
+
 def test_E6_punctuation_at_the_end_after_a_piece_too_full_moves_its_end_over() -> None:
     """Nothing follows: the end of the full piece goes with the punctuation instead."""
     config = StreamConfig(max_message_length=200)
