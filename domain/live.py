@@ -215,6 +215,20 @@ def pump(
     )
 
 
+def _starting(tail: str, max_len: int) -> str:
+    """The tail of a message about to start: without the blanks it would start with (Discord
+    trims them, E6), and with a fence line it starts with that would not fit it with its
+    closing fence shortened to its fence and language word: the rest of its info string is
+    markup Markdown does not show (E3, as `segments.code_line` does)."""
+    if tail[:1].isspace():
+        tail = tail.lstrip()
+    line = tail[: tail.find("\n") + 1]
+    fence = fence_of(line) if line.startswith("```") else None
+    if fence is not None and len(line) > max_len - _LONGEST_FENCE - 2:
+        tail = f"{fence}{language_of(line)}\n{tail[len(line) :]}"
+    return tail
+
+
 def route_of(request: object) -> Route:
     """The route a request counts in at Discord (L2): an edit's, or a create's (an embed too)."""
     return "edit" if isinstance(request, EditMessage) else "send"
@@ -226,8 +240,8 @@ def granted(
     """The turn came: the request to make now, with the latest text (or a limit the next
     message would pass, F3, or None: nothing to send after all)."""
     live = replace(live, turn=None)
-    if live.current is None and not live.shown and not live.reopen and tail[:1].isspace():
-        tail = tail.lstrip()  # a message never starts with blanks (Discord trims them, E6)
+    if live.current is None and not live.shown and not live.reopen:
+        tail = _starting(tail, config.max_message_length)
     plan = _plan(live, tail, config, final=ending)
     if (
         plan is not None
@@ -250,6 +264,8 @@ def granted(
             fence=plan.fence,
         )
         tail = tail[plan.cut :]
+        if not plan.reopen:
+            tail = _starting(tail, config.max_message_length)
         plan = _plan(live, tail, config, final=ending)
     seq = live.next_seq
     if live.closing is not None and (
@@ -527,6 +543,9 @@ def _seal(
                 break
     if not cut or cut < live.shown:
         cut = max(live.shown, cut_before(tail, limit, live.shown))
+    for block in blocks:  # a cut in a block's opening fence line: the block starts the next
+        if 0 < block.start < cut < block.body and live.shown <= block.start:
+            cut = block.start  # message, where `_starting` shortens the line if need be
     inside = _open_at(blocks, cut)
     if inside is not None and cut <= inside.body:  # not right after a fence line
         if live.shown <= inside.start > 0:

@@ -70,7 +70,8 @@ class Piece:
     `prefix` is a reopened code fence, `suffix` a closing fence or auto-closed markers (E3, E8).
     `code` marks a piece of a fenced block, which must start on a line of its own when packed.
     `lead`: the start of `prefix` that the model wrote, the punctuation a block's first piece
-    took along (E6); the model's own text of the piece is `raw`.
+    took along (E6); `stands`: the model's text that the rest of `prefix` stands for, an opening
+    fence line longer than a message (E3); the model's own text of the piece is `raw`.
     """
 
     body: str
@@ -78,15 +79,18 @@ class Piece:
     suffix: str = ""
     code: bool = False
     lead: str = ""
+    stands: str = ""
 
     @property
     def raw(self) -> str:
         """What the model wrote of this piece: for a stray `</think>` that retracts it (E4)."""
-        return self.lead + self.body
+        return self.lead + self.stands + self.body
 
     def extended(self, text: str) -> Piece:
         """This piece with `text` after its body: no suffix, as nothing follows a suffix."""
-        return Piece(self.body + text, prefix=self.prefix, code=self.code, lead=self.lead)
+        return Piece(
+            self.body + text, prefix=self.prefix, code=self.code, lead=self.lead, stands=self.stands
+        )
 
     @property
     def text(self) -> str:
@@ -135,6 +139,9 @@ class Code:
     continued: bool
     # Punctuation-only text just before the block, starting its first piece (E6); "" after it.
     lead: str = ""
+    # An opening fence line too long for a message, which `reopen` stands for in the current
+    # piece (`Piece.stands`); "" after it.
+    stands: str = ""
 
     def with_body(self, body: str) -> Code:
         """The same block with another current piece (by keyword: four fields are strings)."""
@@ -144,6 +151,7 @@ class Code:
             body=body,
             continued=self.continued,
             lead=self.lead,
+            stands=self.stands,
         )
 
     @property
@@ -157,7 +165,14 @@ class Code:
     def piece(self) -> Piece:
         """The current piece as a message of its own, its fence closed (E3, E7)."""
         body = self.body.rstrip("\r\n")
-        return Piece(body, prefix=self.prefix, suffix=self.suffix, code=True, lead=self.lead)
+        return Piece(
+            body,
+            prefix=self.prefix,
+            suffix=self.suffix,
+            code=True,
+            lead=self.lead,
+            stands=self.stands,
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -190,7 +205,7 @@ class Segmenter:
             self.held,
         ]
         if self.code is not None:
-            parts += [self.code.lead, self.code.body]
+            parts += [self.code.lead, self.code.stands, self.code.body]
         return "".join(parts)
 
 
@@ -354,10 +369,21 @@ class _Work:
         assert code is not None
         max_len = self.seg.max_len
         body = code.body
+        if code.stands[-1:] not in ("", "\n"):
+            # The rest of an opening fence line too long for a message, which arrived cut: the
+            # reopening line stands for all of it.
+            self.code = replace(code, stands=code.stands + line)
+            return
         if len(code.prefix) + len(body) + len(line) + len(code.suffix) <= max_len:
             self.code = code.with_body(body + line)
             return
-        lead = code.lead
+        lead, stands = code.lead, code.stands
+        if not code.continued and not body:
+            # The opening fence line itself, longer than a message: the reopening line, its
+            # fence and language word, stands for it; the rest of its info string is markup
+            # Markdown does not show (E3).
+            self.code = replace(code, continued=True, stands=line)
+            return
         blank = ""  # blank lines the piece holds after its opening line (E6: kept as written)
         if _shows_code(code):
             self.emit_code(code.piece())
@@ -383,11 +409,14 @@ class _Work:
                     suffix=suffix,
                     code=True,
                     lead=lead,
+                    stands=stands,
                 )
             )
-            lead = blank = ""
+            lead = blank = stands = ""
             start = end
-        self.code = replace(code, body=blank + line[start:], continued=True, lead=lead)
+        self.code = replace(
+            code, body=blank + line[start:], continued=True, lead=lead, stands=stands
+        )
 
     def end_code(self, *, natural: bool) -> None:
         code = self.code
@@ -395,7 +424,9 @@ class _Work:
         self.code = None
         body = code.body
         if natural:
-            self.finish(Piece(body, prefix=code.prefix, code=True, lead=code.lead))
+            self.finish(
+                Piece(body, prefix=code.prefix, code=True, lead=code.lead, stands=code.stands)
+            )
         elif _shows_code(code):
             self.finish(code.piece())
         elif code.lead:

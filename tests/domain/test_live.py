@@ -705,6 +705,35 @@ def test_E6_L4_a_long_run_of_whitespace_is_never_a_message_of_its_own() -> None:
     assert driver.end().messages == ("word",)
 
 
+def test_E3_L5_an_opening_line_longer_than_a_message_is_its_fence_and_language_word() -> None:
+    """Found by the shell's state machine: a fence line whose info string is longer than a
+    message was cut and shown alone, an open block with no closing fence. The info string is
+    markup Markdown does not show: the block opens with its fence and language word."""
+    driver = started(max_message_length=200, humanizer_degree=0)
+    driver.text("```", "@everyone " * 20, "A whole line.\n", "Hello ")
+    assert driver.end().messages == ("```@everyone\nHello \n```",)
+    for history in driver.history:
+        assert all(fences_balanced(without_cursor(c)) for c in history), history
+
+
+def test_E3_L5_a_block_whose_opening_line_does_not_fit_starts_the_next_message() -> None:
+    """After text the message shows, the block's opening line, longer than the room left, is
+    not cut: the block starts the next message, its line shortened there."""
+    info = "python " + "word " * 60
+    driver = started(max_message_length=200)
+    driver.text("Intro text.\n", "```" + info + "\nx = 1\n", "```\n", "After\n")
+    result = driver.end()
+    assert result.messages == ("Intro text.", "```python\nx = 1\n```\nAfter")
+    for history in driver.history:
+        assert all(fences_balanced(without_cursor(c)) for c in history), history
+
+
+def test_E3_L5_blanks_after_a_fence_shorten_with_its_line() -> None:
+    driver = started(max_message_length=200)
+    driver.text("```python" + " " * 250 + "\nx = 1\n```\n")
+    assert driver.end().messages == ("```python\nx = 1\n```",)
+
+
 def test_L5_a_block_that_closed_near_the_end_stays_with_the_message_that_fits_it() -> None:
     """A long closing fence line (33 backticks, past `_EARLY`) ends near the message's end:
     the line end before it would roll the message over there, but the block has closed and

@@ -396,7 +396,8 @@ class StreamMachine(RuleBasedStateMachine):
         assert isinstance(messages, Messages)
         queued = "\n".join(piece.text for piece in messages.out.queue)
         seg = messages.seg
-        buffered = "\n".join((delivered, queued, seg.buffered, driver.state.tail))
+        # What the segmenter holds and its tail are one run of text: no line break between.
+        buffered = "\n".join((delivered, queued, seg.buffered + driver.state.tail))
         got = oracle_key(buffered)
         pending = oracle_key(core.capture.pending) if core.capture.mode == "visible" else ""
         ok = any(

@@ -552,6 +552,37 @@ def test_E3_a_split_block_sends_no_empty_block_for_its_opening_line(blank: str) 
     as_written(driver.messages, text, fences=True)
 
 
+@pytest.mark.parametrize("size", [1, 7, 1000])
+def test_E3_an_opening_line_longer_than_a_message_is_its_fence_and_language_word(
+    size: int,
+) -> None:
+    """An info string longer than a message is markup Markdown does not show: the block opens
+    with its fence and language word, and the code follows; no piece shows a cut fence line
+    (found by the shell's state machine, in live delivery)."""
+    info = "python " + "@everyone " * 20
+    text = "Intro\n```" + info + "A whole line.\nx = 1\n```\nAfter\n"
+    driver, _ = run(text, config=StreamConfig(max_message_length=200), size=size)
+    assert not any("@everyone" in message for message in driver.messages), driver.messages
+    assert any(m.endswith("```python\nx = 1\n```") for m in driver.messages), driver.messages
+    as_written(driver.messages, text, fences=True)
+
+
+def test_E3_E4_a_stray_closing_tag_retracts_an_opening_line_longer_than_a_message() -> None:
+    """What the reopening line stands for is still the model's text: a stray `</think>` takes
+    all of it into the thought log (E4), the fence line whole."""
+    line = "```python " + "word " * 50 + "\n"
+    pieces = Pieces(max_len=200)
+    assert pieces.feed(line + "x = 1\n") == []
+    assert segments.context(pieces.seg, pieces.tail) == ("```", "")
+    assert pieces.seg.buffered + pieces.tail == line + "x = 1\n"
+
+
+def test_E3_an_empty_block_with_an_opening_line_longer_than_a_message_shows_nothing() -> None:
+    pieces = Pieces(max_len=200)
+    out = pieces.feed("```python " + "word " * 50 + "\n```\nAfter\n") + pieces.flush()
+    assert out == ["After\n"]
+
+
 def test_E6_the_segmenter_holds_leading_punctuation_for_the_next_piece() -> None:
     pieces = Pieces()
     assert pieces.feed("...\n") == []
@@ -1087,21 +1118,17 @@ def test_E10_a_1_mb_answer_in_1_to_8_character_chunks_is_delivered_completely() 
 def test_E3_a_fence_line_longer_than_the_overflow_opens_the_block_before_its_newline(
     sentences: bool,
 ) -> None:
-    """Bounded holding cuts the line before its newline arrives: as code, each piece wrapped
-    in the fence with the (capped) language word, exactly as when the line arrives whole."""
+    """Bounded holding reaches the line before its newline arrives: the block opens there, as
+    when the line arrives whole; the line, longer than a message, is markup that its fence and
+    (capped) language word stand for, so no prose is taken for code and nothing is shown."""
     pieces = Pieces(max_len=100, sentences=sentences)
     opener = "```" + "python" * 20  # 123 characters, no newline yet
-    out = pieces.feed(opener)
-    assert out  # cut at once: holding is bounded (E2) ...
-    assert all(p.startswith("```pythonpython") and p.endswith("\n```") for p in out)  # ... as code
-    out += pieces.feed("\nprint(1)\n```\nafter\n")
-    out += pieces.flush()
-    *code, prose = out
-    assert prose == "after\n"  # the closing fence closed the block: no prose was taken for code
-    assert len(code) >= 2
-    assert all(p.startswith("```pythonpython") and p.endswith("\n```") for p in code)
+    assert pieces.feed(opener) == []  # the block is open: ...
+    out = pieces.feed(" more of it\nprint(1)\n```\nafter\n") + pieces.flush()
+    # ... the rest of the line is not shown as code, the closing fence closes the block
+    assert out == ["```" + ("python" * 4) + "\nprint(1)\n```", "after\n"]
     whole = Pieces(max_len=100, sentences=sentences)
-    assert whole.feed(opener + "\nprint(1)\n```\nafter\n") + whole.flush() == out
+    assert whole.feed(opener + " more of it\nprint(1)\n```\nafter\n") + whole.flush() == out
 
 
 def test_E1_E3_at_degree_3_a_fence_line_is_not_cut_at_a_sentence_end() -> None:

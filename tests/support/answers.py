@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
+from cordstream.domain.markdown import fence_of, language_of
+
 # Multi-code-point clusters that must never be cut (E7).
 CLUSTERS = (
     "👨‍👩‍👧‍👦",  # ZWJ family
@@ -92,7 +94,14 @@ _long_line = st.sampled_from(("a", "word ", "漢", "👍🏽", "(x ", "e\u0301")
 def _code(draw: st.DrawFn, *, small: bool = False) -> str:
     """A closed code block; `small`: at most 4 short lines, so it fits a 300-character message."""
     language = draw(st.sampled_from(("", "python", "js", "c++")))
+    # An info string longer than a message, shorter than the overflow size (E3), in a block
+    # with code (shown without it: as an empty block, `test_segments` and `test_live`).
+    long_info = not small and draw(st.integers(0, 7)) == 0
+    if long_info:
+        language += draw(st.sampled_from((" ", "  title "))) + "word " * draw(st.integers(40, 180))
     lines = draw(st.lists(_code_line, min_size=0, max_size=4 if small else 30))
+    if long_info and not "".join(lines).strip():
+        lines.append("x = 1")
     long_line = not small and draw(st.booleans()) and draw(st.integers(100, 3000))
     body = "".join(line + "\n" for line in lines)
     if long_line:
@@ -225,9 +234,11 @@ def shown(content: str) -> str:
 _LEADING_WHITESPACE = re.compile(r"\s*")
 # Markup cordstream adds around a piece of a code block it had to split (E3, E8): a fence line
 # that reopens the block at a message's start, a fence that closes it at a message's end.
-_ADDED_OPENING = re.compile(r"[ \t]*`{3,}[^`\n]*\n")
+_ADDED_OPENING = re.compile(r"[ \t]*`{3,}[^`\s]*\n")  # a fence and a language word
 _ADDED_CLOSING = re.compile(r"\n[ \t]*`{3,}\Z")
 _BLANK_LINES = re.compile(r"(?:[ \t]*\n)*")
+_FENCE_RUN = re.compile(r"(?:[ \t]*`{3,}[^`\n]*\n)*")
+_FENCE_LINES = re.compile(r"^[ \t]*`{3,}[^`\n]*(?:\n|\Z)", re.MULTILINE)
 _TEXT_FENCE_LINE = re.compile(r"[ \t]*`{3,}[^`\n]*(\n|\Z)")
 
 
@@ -271,8 +282,8 @@ def as_written(
         position = start + len(message)
         spans.append((start, position))
     rest = text[position:]
-    if fences:  # the model's closing fence our own stood for, or a fence line alone (E3)
-        rest = _TEXT_FENCE_LINE.sub("", rest.lstrip(), count=1)
+    if fences:  # the model's closing fence our own stood for, or fence lines alone (E3)
+        rest = _FENCE_LINES.sub("", rest.lstrip())
     assert not rest.strip(), f"lost at the end: {rest[:60]!r}"
     return spans
 
@@ -289,15 +300,18 @@ def _without_added_fences(
 ) -> tuple[int, str, bool]:
     """`as_written` with fences: where `message` starts in `text` once the fence markup
     cordstream added is taken off it, the message without it, and whether it ended with an
-    added closing fence. The first reading that fits wins; none fits: the message as it is."""
+    added closing fence. Each reading also with the model's opening lines in place of added
+    ones that stand for them (`_stood_for`). The first reading that fits wins; none fits: the
+    message as it is."""
     closing = _ADDED_CLOSING.search(message)
     shapes = [(message, False)]
     if closing is not None:
         shapes.append((message[: closing.start()], True))
     for shape, closed in shapes:
         for begin, body in _starts(shape, text, position, start, ours_closed):
-            if _holds(text, body, begin, closers):
-                return begin, body, closed
+            for reading in (body, _stood_for(body, text, begin)):
+                if reading is not None and _holds(text, reading, begin, closers):
+                    return begin, reading, closed
     return start, message, False
 
 
@@ -309,6 +323,10 @@ def _starts(
     line (which it replaced) or anywhere in the whitespace before `start` (a continued block's
     first line keeps its indentation)."""
     starts = [(start, message)]
+    markup = _FENCE_RUN.match(text, start)  # fence lines alone, empty blocks: nothing to show
+    assert markup is not None
+    if markup.end() > start:
+        starts.append((_skip_space(text, markup.end()), message))
     own = _TEXT_FENCE_LINE.match(text, start)
     if ours_closed and own is not None:
         starts.append((_skip_space(text, own.end()), message))
@@ -319,8 +337,34 @@ def _starts(
             blank = _BLANK_LINES.match(text, own.end())
             assert blank is not None
             starts += [(own.end(), body), (blank.end(), body)]
+            if markup.end() > own.end():  # empty blocks before it
+                starts.append((markup.end(), body))
         starts += [(candidate, body) for candidate in range(position, start + 1)]
     return starts
+
+
+def _stood_for(message: str, text: str, start: int) -> str | None:
+    """A message holding a block's first piece that starts with an added fence line standing
+    for the model's opening line (too long for a message, E3): the message with the model's
+    lines in place of each such added line (and the empty blocks before it), as far as the
+    text holds the message; None when it holds none."""
+    rebuilt, position, done, line = [], start, 0, 0
+    while line < len(message):
+        added = _ADDED_OPENING.match(message, line)
+        if added is not None and text.startswith(added.group(), position + line - done):
+            added = None  # the model's own line
+        run = _FENCE_RUN.match(text, position + line - done)
+        assert run is not None
+        own = (run.group().splitlines()[-1:] or [""])[0]
+        if added is not None and f"{fence_of(own)}{language_of(own)}" == added.group().strip():
+            if not text.startswith(message[done:line], position):
+                return None
+            rebuilt += [message[done:line], run.group()]
+            position, done = run.end(), added.end()
+            line = done
+            continue
+        line = message.find("\n", line) + 1 or len(message)
+    return "".join([*rebuilt, message[done:]]) if rebuilt else None
 
 
 def _skip_space(text: str, position: int) -> int:
