@@ -8,7 +8,14 @@ A stop, a follow-up or the deadline must take effect while the provider hangs in
 the caller's task. So each call reads its provider in a task of its own: `start_stream`, the
 chunk loop and `aclose()` all run there, and nothing is added per chunk (no task, no timer).
 Per chunk (B5): the registry is polled if it changed, `on_stream_progress`, `process_chunk`,
-`describe_error` for an error, then `ChunkArrived` is fed to the stream.
+`describe_error` for an error, then `ChunkArrived` is fed to the stream. Text (a `TextChunk`
+with no thoughts and no serving provider) waits in `pending` instead, and all the text read
+without the task waiting in between is fed as one chunk (`flush`), with the latest valid usage
+report among them (as the core keeps it, D3): before anything else is fed (a stop the
+registry holds, another chunk, the provider's end), and, scheduled with
+`call_soon` at the first of it, as soon as the task waits, ahead of any timer or answer that
+comes meanwhile. So the core steps once per run of text an SDK parsed from one read, not once
+per event (E10), and no text waits longer than the loop's next turn.
 
 When the task is cancelled, cancelled again or given up is not decided here but by the
 provider's `Lifecycle` (`cordstream.domain.lifecycle`): this module tells it what happened and
@@ -29,8 +36,16 @@ import asyncio
 import inspect
 from typing import Any, Final, Protocol
 
-from cordstream.domain import ChunkArrived, ErrorChunk, Event, ProviderCrashed, ProviderEnded
+from cordstream.domain import (
+    ChunkArrived,
+    ErrorChunk,
+    Event,
+    ProviderCrashed,
+    ProviderEnded,
+    TextChunk,
+)
 from cordstream.domain.lifecycle import Actions, ArmExpiry, Budgets, Cancel, Lifecycle, TakeBack
+from cordstream.domain.usage import TokenUsage, normalize_usage
 from cordstream.shell.config import StreamConfig
 from cordstream.shell.context import StreamContext, StreamProvider
 
@@ -84,6 +99,11 @@ class ProviderTask:
         self.task: asyncio.Task[None] | None = None
         self.timer: asyncio.TimerHandle | None = None
         self.reading = False  # the task waits in `__anext__`
+        # Plain text read since the last chunk fed, fed as one chunk before the task next
+        # waits (`flush`); whether a flush is scheduled for when it waits.
+        self.pending: list[str] = []
+        self.usages: list[object] = []  # the usage reports of that text, in order
+        self.flush_due = False
 
     def start(self) -> None:
         self.task = self.loop.create_task(self.run())
@@ -191,11 +211,13 @@ class ProviderTask:
         progress = self.context.on_stream_progress
         # Read into locals once; per chunk, the registry flag is read without a call (E10).
         feed, now, wants = reader.feed, self.loop.time, reader.wants_chunks
+        pending, usages, flush = self.pending, self.usages, self.flush
         while wants():
             self.reading = True
             try:
                 raw = await anext(iterator)
             except StopAsyncIteration:
+                flush()
                 feed(ProviderEnded(now()))
                 return
             except FATAL:
@@ -203,6 +225,7 @@ class ProviderTask:
             except BaseException as error:
                 # B13: whatever the provider raises, a CancelledError of its own included.
                 # Once the stream stopped reading, the core ignores it.
+                flush()
                 feed(ProviderCrashed(now(), error))
                 return
             finally:
@@ -210,6 +233,7 @@ class ProviderTask:
                 if self.lifecycle.cancels:
                     self.act(self.lifecycle.read_ends())
             if reader.registry_changed:  # B5: a stop registered while the chunk was on its way
+                flush()
                 reader.check_registry()
             if not wants():
                 return  # ended meanwhile (or the provider yielded after being stopped)
@@ -222,6 +246,23 @@ class ProviderTask:
                     pass
             try:
                 chunk = provider.process_chunk(raw)
+                if (
+                    type(chunk) is TextChunk
+                    and not chunk.thoughts
+                    and chunk.serving_provider is None
+                    and type(chunk.content) is str
+                ):
+                    # Text (and its usage): it waits to be fed with the text read after it.
+                    pending.append(chunk.content)
+                    if chunk.usage is not None:
+                        usages.append(chunk.usage)
+                    if not self.flush_due:
+                        self.flush_due = True
+                        self.loop.call_soon(flush)
+                    if reader.registry_changed:  # B5: a stop raised while it was handled
+                        flush()
+                        reader.check_registry()
+                    continue
                 headline = None
                 if isinstance(chunk, ErrorChunk) and chunk.error is not None:
                     headline = self.headline(chunk)
@@ -229,11 +270,29 @@ class ProviderTask:
                 raise
             except BaseException as error:
                 # B13. Synchronous code cannot be cancelled: a CancelledError here is a fault.
+                flush()
                 feed(ProviderCrashed(now(), error))
                 return
+            flush()
             feed(ChunkArrived(now(), chunk, headline))
             if reader.registry_changed:  # B5: a stop raised while this chunk was handled
                 reader.check_registry()
+
+    def flush(self) -> None:
+        """Feed the plain text read since the last chunk fed, as one chunk: before anything
+        else is fed, and (scheduled at the first of it) as soon as the task waits, so the core
+        sees it before any timer or answer that comes meanwhile (E10: a step per run of text
+        the provider gave at once, not per chunk)."""
+        self.flush_due = False
+        pending, usages = self.pending, self.usages
+        if pending:
+            text = pending[0] if len(pending) == 1 else "".join(pending)
+            usage = _latest_valid(usages) if usages else None
+            pending.clear()
+            usages.clear()
+            if self.reader.wants_chunks():
+                chunk = TextChunk(text, usage=usage)
+                self.reader.feed(ChunkArrived(self.loop.time(), chunk, None))
 
     def headline(self, chunk: ErrorChunk) -> str | None:
         assert chunk.error is not None
@@ -263,3 +322,13 @@ class ProviderTask:
             raise
         except BaseException:
             pass
+
+
+def _latest_valid(reports: list[object]) -> TokenUsage | None:
+    """The usage the core would keep from `reports`, fed one by one: the latest valid one
+    (D3, `record.note`), read once (Gemini repeats its running totals on every chunk)."""
+    for report in reversed(reports):
+        usage = normalize_usage(report)
+        if usage is not None:
+            return usage
+    return None

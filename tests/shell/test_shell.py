@@ -26,6 +26,7 @@ from cordstream.domain import (
     ProviderCrashed,
     ProviderError,
     TextChunk,
+    Thought,
     TimerFired,
 )
 from cordstream.domain.machine import StreamState
@@ -235,6 +236,66 @@ async def test_B5_a_stop_raised_while_a_chunk_is_handled_resolves_before_the_nex
         assert result.status == "stopped_by_user"
         assert pulled == []  # the provider was not asked for another chunk
         assert provider.calls == ["start", "process", "close"]
+
+
+def _text_steps(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The content of every text chunk the core is stepped with, in order."""
+    seen: list[str] = []
+    real = domain_pkg.step
+
+    def step(state: StreamState, event: Event) -> tuple[StreamState, tuple[Effect, ...]]:
+        if isinstance(event, ChunkArrived) and isinstance(event.chunk, TextChunk):
+            seen.append(event.chunk.content)
+        return real(state, event)
+
+    monkeypatch.setattr(orchestrator_module, "step", step)
+    return seen
+
+
+async def test_E10_text_the_provider_gives_at_once_is_one_step_of_the_core(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The provider's task feeds the text it read without waiting as one chunk, as soon as it
+    waits: a step per run of text, not per chunk (what an adapter costs over its SDK), with
+    the latest valid usage report of the run (D3: a broken later one does not replace it)."""
+    seen = _text_steps(monkeypatch)
+    usage = TextChunk("", usage={"input_tokens": 3, "output_tokens": 7})
+    broken = TextChunk("", usage={"input_tokens": "many"})
+    thought = TextChunk("", thoughts=(Thought("raw", "Hmm."),))
+    words = [f"w{index} " for index in range(500)]
+    async with stage() as s:
+        script = [*words, "a", usage, broken, "b", thought, "c", Sleep(0.5), "after.\n"]
+        provider = ScriptProvider(script)
+        result = await s.stream(provider)
+        assert result.status == "completed"
+        # A chunk with more than text and usage goes as it is, after the text before it.
+        assert seen == ["".join(words) + "ab", "", "c", "after.\n"]
+        assert provider.calls.count("process") == 507
+        assert " ".join(s.contents).split() == ("".join(words) + "abcafter.").split()
+        assert result.usage is not None
+        assert (result.usage.input_tokens, result.usage.output_tokens) == (3, 7)
+        assert result.thought_log is not None
+        assert result.thought_log.raw == "Hmm."
+
+
+async def test_B5_E10_text_read_at_once_reaches_the_core_before_the_deadline_fires(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The text waits for the task to wait, not for the next chunk: a model that then hangs
+    past the deadline still has it shown, and `on_stream_progress` ran for each chunk."""
+    seen = _text_steps(monkeypatch)
+    beats: list[int] = []
+    async with stage() as s:
+        provider = ScriptProvider(["One ", "two.\n", "Three", Hang()])
+        result = await s.stream(
+            provider,
+            StreamConfig(inactivity_timeout=1.0),
+            on_stream_progress=lambda: beats.append(1),
+        )
+        assert result.status == "timeout"
+        assert seen == ["One two.\nThree"]
+        assert len(beats) == 3
+        assert s.contents[0].startswith("One two.\nThree")
 
 
 async def test_B6_a_function_call_flushes_text_first_and_keeps_every_call() -> None:
@@ -630,7 +691,8 @@ async def test_B13_F2_a_fault_in_step_waits_for_the_send_in_flight_then_shows_th
     async with stage() as s:
         before = other_tasks()
         s.api.inject(Delay(1.0), route="send")  # "Line" is still in flight at the fault
-        provider = ScriptProvider(["Line\n", "pending", "boom", "never"])
+        # Each a chunk of its own (E10: text given at once is fed as one chunk).
+        provider = ScriptProvider(["Line\n", "pending", Sleep(0.01), "boom", Sleep(0.01), "never"])
         result = await s.stream(provider)
         assert result.status == "error"
         assert isinstance(result.data, RuntimeError)
@@ -710,7 +772,7 @@ async def test_B1_F2_when_the_core_cannot_even_crash_the_result_waits_for_the_se
     async with stage() as s:
         before = other_tasks()
         s.api.inject(Delay(1.0), route="send")
-        provider = ScriptProvider(["Line\n", "pending", "boom", Sleep(60), "never"])
+        provider = ScriptProvider(["Line\n", "pending", Sleep(0.01), "boom", Sleep(60), "never"])
         loop = asyncio.get_running_loop()
         start = loop.time()
         result = await s.stream(provider)

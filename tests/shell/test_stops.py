@@ -28,7 +28,7 @@ from cordstream.shell.stops import (
 )
 from cordstream.shell.testing.emulator import Delay, RateLimited
 from tests.support.fuzz import examples
-from tests.support.stage import Do, Hang, ScriptProvider, Stage, stage
+from tests.support.stage import Do, Hang, ScriptProvider, Sleep, Stage, stage
 
 
 class Clock:
@@ -250,7 +250,8 @@ async def test_C5_a_stop_during_an_internal_stop_stays_in_the_registry() -> None
         loop = asyncio.get_running_loop()
         s.api.inject(Delay(0.0), route="send")  # "one"
         s.api.inject(Delay(2.0), route="send")  # the flush-limit warning, slow
-        provider = ScriptProvider(["one\n", "two\n", "three", Hang()])
+        # Apart, so that "one" goes alone (E10: text given at once is fed, and packed, at once).
+        provider = ScriptProvider(["one\n", Sleep(0.1), "two\n", Sleep(0.1), "three", Hang()])
         loop.call_later(0.5, s.orchestrator.request_stop, s.channel.id, "bob", "ctx")
         result = await s.stream(provider, StreamConfig(delivery="messages", flush_limit=1))
         assert result.status == "stopped_by_user"
