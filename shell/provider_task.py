@@ -101,8 +101,7 @@ class ProviderTask:
         self.reading = False  # the task waits in `__anext__`
         # Plain text read since the last chunk fed, fed as one chunk before the task next
         # waits (`flush`); whether a flush is scheduled for when it waits.
-        self.pending: list[str] = []
-        self.usages: list[object] = []  # the usage reports of that text, in order
+        self.pending: list[TextChunk] = []
         self.flush_due = False
 
     def start(self) -> None:
@@ -211,7 +210,7 @@ class ProviderTask:
         progress = self.context.on_stream_progress
         # Read into locals once; per chunk, the registry flag is read without a call (E10).
         feed, now, wants = reader.feed, self.loop.time, reader.wants_chunks
-        pending, usages, flush = self.pending, self.usages, self.flush
+        pending, flush = self.pending, self.flush
         while wants():
             self.reading = True
             try:
@@ -253,9 +252,7 @@ class ProviderTask:
                     and type(chunk.content) is str
                 ):
                     # Text (and its usage): it waits to be fed with the text read after it.
-                    pending.append(chunk.content)
-                    if chunk.usage is not None:
-                        usages.append(chunk.usage)
+                    pending.append(chunk)
                     if not self.flush_due:
                         self.flush_due = True
                         self.loop.call_soon(flush)
@@ -284,15 +281,18 @@ class ProviderTask:
         sees it before any timer or answer that comes meanwhile (E10: a step per run of text
         the provider gave at once, not per chunk)."""
         self.flush_due = False
-        pending, usages = self.pending, self.usages
-        if pending:
-            text = pending[0] if len(pending) == 1 else "".join(pending)
-            usage = _latest_valid(usages) if usages else None
-            pending.clear()
-            usages.clear()
-            if self.reader.wants_chunks():
-                chunk = TextChunk(text, usage=usage)
-                self.reader.feed(ChunkArrived(self.loop.time(), chunk, None))
+        pending = self.pending
+        if not pending:
+            return
+        if len(pending) == 1:
+            chunk = pending[0]
+        else:
+            text = "".join([piece.content for piece in pending])
+            usages = [piece.usage for piece in pending if piece.usage is not None]
+            chunk = TextChunk(text, usage=_latest_valid(usages) if usages else None)
+        pending.clear()
+        if self.reader.wants_chunks():
+            self.reader.feed(ChunkArrived(self.loop.time(), chunk, None))
 
     def headline(self, chunk: ErrorChunk) -> str | None:
         assert chunk.error is not None
