@@ -334,7 +334,7 @@ def _on_delta(answer: _Answer, index: int, delta: object) -> domain.ProcessedChu
             text = ""
         block = answer.blocks.get(index) or answer.block(index, "text")
         block.text.append(text)
-        return domain.TextChunk(text) if text else _KEEP_ALIVE
+        return base.text_chunk(text) if text else _KEEP_ALIVE
     if kind == "thinking_delta":
         thinking = _text(delta, "thinking")
         answer.block(index, "thinking").thinking.append(thinking)

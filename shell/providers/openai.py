@@ -165,7 +165,7 @@ class _Answer:
             self.error = cast("Mapping[str, object]", error)  # the SDK raises for it, usually
             self.finish_reason = "error"
         if not thought and serving is None:
-            return domain.TextChunk(text) if text else base.KEEP_ALIVE
+            return base.text_chunk(text) if text else base.KEEP_ALIVE
         return domain.TextChunk(
             text,
             thoughts=(domain.Thought("raw", thought),) if thought else (),

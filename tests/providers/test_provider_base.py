@@ -115,3 +115,14 @@ async def test_A_a_nameless_gemini_function_call_is_an_invalid_tool_call() -> No
         with pytest.raises(ValueError, match="did not end in function calls"):
             provider.after_tools([])
     assert (error.code, error.retryable) == ("invalid_tool_call", True)
+
+
+@pytest.mark.parametrize("content", ["", "Hello", "😀 e\u0301\n"])
+def test_E10_an_adapters_text_chunk_is_the_chunk_its_constructor_builds(content: str) -> None:
+    built = base.text_chunk(content)
+    made = TextChunk(content)
+    assert type(built) is TextChunk
+    assert built == made
+    assert hash(built) == hash(made)
+    assert repr(built) == repr(made)
+    assert (built.usage, built.thoughts, built.serving_provider) == (None, (), None)
