@@ -211,7 +211,9 @@ class ProviderTask:
         # Read into locals once; per chunk, the registry flag is read without a call (E10).
         feed, now, wants = reader.feed, self.loop.time, reader.wants_chunks
         pending, flush = self.pending, self.flush
-        while wants():
+        if not wants():
+            return
+        while True:  # `wants` is asked after each wait and after each chunk fed
             self.reading = True
             try:
                 raw = await anext(iterator)
@@ -259,6 +261,8 @@ class ProviderTask:
                     if reader.registry_changed:  # B5: a stop raised while it was handled
                         flush()
                         reader.check_registry()
+                        if not wants():
+                            return
                     continue
                 headline = None
                 if isinstance(chunk, ErrorChunk) and chunk.error is not None:
@@ -274,6 +278,8 @@ class ProviderTask:
             feed(ChunkArrived(now(), chunk, headline))
             if reader.registry_changed:  # B5: a stop raised while this chunk was handled
                 reader.check_registry()
+            if not wants():
+                return
 
     def flush(self) -> None:
         """Feed the plain text read since the last chunk fed, as one chunk: before anything
