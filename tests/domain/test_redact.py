@@ -320,6 +320,11 @@ def test_G4_keeps_the_rest_of_a_url_with_a_private_host() -> None:
     assert redact("http://[fd00::1]:8000/v1") == f"http://{REDACTED}:8000/v1"
 
 
+def test_G4_a_dotted_quad_past_255_is_no_address_and_stays_whole() -> None:
+    assert redact("build 300.1.2.3 of 10.0.0.1") == f"build 300.1.2.3 of {REDACTED}"
+    assert redact("v10.0.0.256") == "v10.0.0.256"
+
+
 PROSE = [
     "Model gpt-4o-mini is not available; try gpt-4.1 or claude-3-5-sonnet-20241022.",
     "cordstream v1.2.3 on Python 3.11.7 with discord.py 2.7.1",

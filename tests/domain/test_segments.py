@@ -583,6 +583,29 @@ def test_E3_an_empty_block_with_an_opening_line_longer_than_a_message_shows_noth
     assert out == ["After\n"]
 
 
+def test_E6_blank_lines_after_a_block_our_fence_closed_are_kept_whole() -> None:
+    """The block's last piece ended with our closing fence, and the model's own came with
+    nothing before it: no piece waits, so the blank lines after the block wait on their own,
+    all of them, for the text after them (make mutate: one was dropped as the run grew)."""
+    pieces = Pieces(max_len=200)
+    code = "x" * 192  # exactly fills the block's first piece: its newline is all that is left
+    out = pieces.feed("```\n" + code + "\n```\n\n\nText\n") + pieces.flush()
+    assert out == ["```\n" + code + "\n```", "\n\n", "Text\n"]
+
+
+def test_E2_E4_a_cut_through_a_closed_code_span_leaves_the_rest_of_the_line_prose() -> None:
+    """An overflow cut whose piece holds a whole inline code span (two backticks) does not
+    leave the rest of the line inside one: a think block after it is still captured (E4)."""
+    line = "Run `ls` now, " + "word " * 60 + "<think>hidden</think> done\n"
+    driver, result = run(line, config=StreamConfig(max_message_length=200), size=7)
+    shown = "".join(driver.messages)
+    assert "hidden" not in shown
+    assert "`ls`" in shown
+    assert shown.endswith(" done")
+    assert result.thought_log is not None
+    assert result.thought_log.raw == "hidden"
+
+
 def test_E6_the_segmenter_holds_leading_punctuation_for_the_next_piece() -> None:
     pieces = Pieces()
     assert pieces.feed("...\n") == []
