@@ -31,6 +31,7 @@ _LABELS = {
     "shell_chunks_per_s": "chunks/s through stream_to_discord, instant sink",
     "bare_iter_chunks_per_s": "chunks/s, bare async for over the same provider",
     "shell_overhead_ratio": "shell cost per chunk / bare iteration cost per chunk",
+    "shell_yield_overhead_ratio": "the same, the loop turning before each chunk",
     **sdk.LABELS,
     "stop_latency_ms_p50": "stop -> result, provider hanging, ms, p50",
     "stop_latency_ms_p99": "stop -> result, provider hanging, ms, p99",

@@ -12,7 +12,11 @@ And the per-chunk cost of the shell itself: a realistic answer in 1–8 characte
 through `stream_to_discord` into a sink that accepts every send at once, against a bare
 `async for` over the same provider (the floor any shell must pay). The sink is not Discord,
 so cordstream's pacing of Discord requests (50 a second, SPEC F4) is off for it
-(`set_global_budget(None)`): the figure is the shell's own cost.
+(`set_global_budget(None)`): the figure is the shell's own cost. That provider awaits
+nothing, so the shell feeds the core all of it as one run of text (`shell_overhead_ratio`:
+the task's loop per chunk); `shell_yield_overhead_ratio` is the same with the event loop
+turning before each chunk, every chunk a run of its own, the core stepped per chunk (a quarter
+of the answer: each turn costs the bare loop too).
 """
 
 from __future__ import annotations
@@ -89,6 +93,21 @@ class ListProvider:
         return None
 
 
+class YieldingProvider(ListProvider):
+    """`ListProvider`, but it lets the event loop turn before each chunk (`sleep(0)`), as a
+    model whose chunks come one network read each does: every chunk is a run of its own, so
+    the shell feeds the core once per chunk (`shell_yield_overhead_ratio`)."""
+
+    name = "yielding"
+
+    async def start_stream(
+        self, config: StreamConfig, context: StreamContext
+    ) -> AsyncIterator[ProcessedChunk]:
+        for item in self.items:
+            await asyncio.sleep(0)
+            yield item
+
+
 class _Sent:
     jump_url = "https://discord.com/channels/1/2/3"
 
@@ -105,8 +124,7 @@ class InstantSink:
         return None
 
 
-async def _throughput(items: list[ProcessedChunk], repeats: int) -> tuple[float, float]:
-    provider = ListProvider(items)
+async def _throughput(provider: ListProvider, repeats: int) -> tuple[float, float]:
     config = StreamConfig(delivery="messages", flush_limit=0)
     context = StreamContext(InstantSink())  # type: ignore[arg-type]  # duck-typed sink
     orchestrator = StreamOrchestrator(StopRegistry())
@@ -131,7 +149,10 @@ def measure(quick: bool = False) -> dict[str, float]:
     items: list[ProcessedChunk] = [TextChunk(c) for c in chunked(answer(200_000))]
     previous = set_global_budget(None)  # an instant sink, not Discord: nothing to pace
     try:
-        shell_s, bare_s = asyncio.run(_throughput(items, 3 if quick else 5))
+        shell_s, bare_s = asyncio.run(_throughput(ListProvider(items), 3 if quick else 5))
+        yield_s, yield_bare_s = asyncio.run(
+            _throughput(YieldingProvider(items[: len(items) // 4]), 3 if quick else 5)
+        )
     finally:
         set_global_budget(previous)
     stops, overshoots = asyncio.run(_measure(20 if quick else 100))
@@ -139,6 +160,7 @@ def measure(quick: bool = False) -> dict[str, float]:
         "shell_chunks_per_s": len(items) / shell_s,
         "bare_iter_chunks_per_s": len(items) / bare_s,
         "shell_overhead_ratio": shell_s / bare_s,
+        "shell_yield_overhead_ratio": yield_s / yield_bare_s,
         "stop_latency_ms_p50": _p(stops, 50),
         "stop_latency_ms_p99": _p(stops, 99),
         "timeout_overshoot_ms_p50": _p(overshoots, 50),
