@@ -566,7 +566,12 @@ def _seal(
             if len(whole) <= max_len:
                 cut, inside = end, None
     text = tail[:cut]
-    content = _compose(live, text, _blocks(text, live.fence), cursor=None, last=False)
+    shown = _blocks(text, live.fence)
+    content = _compose(live, text, shown, cursor=None, last=False)
+    if shown and shown[-1].end is None and shown[-1].body > cut and inside is None:
+        # The cut leaves the start of a prose line that reads as a fence line (the backtick
+        # that makes it prose is past the cut): closed here, the message has balanced fences.
+        content += "\n" + shown[-1].fence
     reopen = fence = ""
     if inside is not None:
         fence = inside.fence

@@ -825,13 +825,28 @@ def _best_cut(text: str, start: int, limit: int) -> int:
     return cut_before(text, end, start, anchor=start)  # `start` is a boundary (E7)
 
 
+def _cut_fence(text: str, start: int, end: int) -> str:
+    """The fence that the last line of `text[start:end]` reads as, cut at `end` ("" if none):
+    only a line that starts in the piece can."""
+    line = text.rfind("\n", start, end) + 1
+    if not line and start and text[start - 1] != "\n":
+        return ""  # the piece starts inside a line
+    return fence_of(text[max(line, start) : end]) or ""
+
+
 def _cut(text: str, max_len: int) -> list[Piece]:
     """Cut held prose or table text into pieces of at most `max_len` (E7)."""
     pieces: list[Piece] = []
     start = 0
     while len(text) - start > max_len:
         end = _best_cut(text, start, max_len)
-        pieces.append(Piece(text[start:end]))
+        fence = _cut_fence(text, start, end)
+        if fence:
+            # A line cut before the backtick that makes it prose reads as a fence line where
+            # it is cut: the piece closes it, so the message has balanced fences (E3).
+            end = _best_cut(text, start, max_len - len(fence) - 1)
+            fence = _cut_fence(text, start, end)
+        pieces.append(Piece(text[start:end], suffix="\n" + fence if fence else ""))
         start = end
     if start < len(text):
         pieces.append(Piece(text[start:]))

@@ -728,6 +728,19 @@ def test_E3_L5_a_block_whose_opening_line_does_not_fit_starts_the_next_message()
         assert all(fences_balanced(without_cursor(c)) for c in history), history
 
 
+def test_E3_L5_a_cut_prose_line_that_starts_like_a_fence_is_closed_where_it_is_cut() -> None:
+    """Found by the shell's state machine: a line of backticks and 500 characters is prose
+    (a backtick later on it), but its start, cut off, reads as an opening fence line: the
+    message that ends there closes it."""
+    driver = started(max_message_length=200, humanizer_degree=0)
+    driver.text("```", "y" * 500, "```python\n")
+    result = driver.end()
+    assert len(result.messages) == 3
+    assert result.messages[0] == "```" + "y" * 179 + "\n```"
+    assert all(fences_balanced(message) for message in result.messages), result.messages
+    assert "".join(result.messages).replace("\n```", "", 1) == "```" + "y" * 500 + "```python"
+
+
 def test_E3_L5_blanks_after_a_fence_shorten_with_its_line() -> None:
     driver = started(max_message_length=200)
     driver.text("```python" + " " * 250 + "\nx = 1\n```\n")

@@ -606,6 +606,21 @@ def test_E2_E4_a_cut_through_a_closed_code_span_leaves_the_rest_of_the_line_pros
     assert result.thought_log.raw == "hidden"
 
 
+@pytest.mark.parametrize("size", [7, 10_000])
+def test_E3_a_prose_line_that_starts_like_a_fence_is_closed_where_it_is_cut(size: int) -> None:
+    """Backticks and 500 characters, then more backticks: prose (a fence line holds no
+    backtick after its fence), but cut before that backtick, its start reads as an opening
+    fence line: the piece that ends there closes it. Arriving in small chunks, the overflow
+    opened a block on it first (E2), and the line is the block's opening line (E3)."""
+    text = "```" + "y" * 500 + "```python\nAfter\n"
+    driver, _ = run(text, config=StreamConfig(max_message_length=200), size=size)
+    assert all(fences_balanced(message) for message in driver.messages), driver.messages
+    assert all(len(message) <= 200 for message in driver.messages)
+    if size > len(text):  # whole: prose, all of it shown
+        shown = "".join(driver.messages).replace("\n```", "", 1).replace("\n", "")
+        assert shown == text.replace("\n", "")
+
+
 def test_E6_the_segmenter_holds_leading_punctuation_for_the_next_piece() -> None:
     pieces = Pieces()
     assert pieces.feed("...\n") == []
