@@ -19,7 +19,8 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
 
 import discord
 
@@ -30,6 +31,8 @@ import discord
 from cordstream import __version__
 from cordstream.shell.cli import chat, demo
 from cordstream.shell.cli.console import Failure, Log, render, say
+
+T = TypeVar("T")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -81,9 +84,9 @@ def _chat(parser: argparse.ArgumentParser, args: argparse.Namespace, name: str) 
 def _demo(args: argparse.Namespace) -> int:
     options = demo.options_from(args)
     title = f"cordstream demo: {options.delivery} delivery"
-    say(f"{title}: a scripted model → StreamOrchestrator → discord.py → local Discord")
+    first = f"{title}: a scripted model → StreamOrchestrator → discord.py → local Discord"
     view = demo.Terminal.on_stdout(say, title) if _terminal() else Log(say)
-    result, messages, _ = asyncio.run(demo.run_demo(options, view))
+    result, messages, _ = asyncio.run(_said(first, lambda: demo.run_demo(options, view)))
     say(render(result, messages))
     return 0
 
@@ -98,15 +101,23 @@ def _bot_demo(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from cordstream.shell.cli import botdemo  # noqa: PLC0415 (the test kit's gateway)
 
     title = "cordstream demo --bot"
-    say(
+    first = (
         f"{title}: the example bot on the local Discord's gateway, a scripted model; alice, bob "
         "and carol ask, interrupt and press Stop"
     )
     view = demo.Terminal.on_stdout(say, title) if _terminal() else Log(say)
     speed = botdemo.SPEED if args.speed is None else args.speed
-    ran = asyncio.run(botdemo.run_bot_demo(view, speed=speed))
+    ran = asyncio.run(_said(first, lambda: botdemo.run_bot_demo(view, speed=speed)))
     say(botdemo.render(ran))
     return 0
+
+
+async def _said(line: str, run: Callable[[], Awaitable[T]]) -> T:
+    """`line` printed, then `run()` awaited, both in the running loop: a Ctrl-C once the line
+    is out is `asyncio.run`'s cancellation, never a `KeyboardInterrupt` inside the loop's own
+    start-up (which left a coroutine never awaited and a half-built loop to warn about)."""
+    say(line)
+    return await run()
 
 
 def _terminal() -> bool:
