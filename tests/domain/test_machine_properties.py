@@ -396,8 +396,17 @@ class StreamMachine(RuleBasedStateMachine):
         assert isinstance(messages, Messages)
         queued = "\n".join(piece.text for piece in messages.out.queue)
         seg = messages.seg
-        # What the segmenter holds and its tail are one run of text: no line break between.
-        buffered = "\n".join((delivered, queued, seg.buffered + driver.state.tail))
+        # What the segmenter holds and its tail are one run of text, but for the newline a
+        # piece ending in a closing fence lost (`segments.ends_in_fence`).
+        ahead = seg.lookahead
+        lost = (
+            ahead is not None
+            and not seg.held
+            and seg.code is None
+            and segments.ends_in_fence(ahead)
+        )
+        joined = seg.buffered + ("\n" if lost else "") + driver.state.tail
+        buffered = "\n".join((delivered, queued, joined))
         got = oracle_key(buffered)
         pending = oracle_key(core.capture.pending) if core.capture.mode == "visible" else ""
         ok = any(
