@@ -325,6 +325,11 @@ def test_G4_a_dotted_quad_past_255_is_no_address_and_stays_whole() -> None:
     assert redact("v10.0.0.256") == "v10.0.0.256"
 
 
+def test_G4_only_169_254_is_link_local() -> None:
+    text = "hosts 8.254.1.1 and 169.1.2.3 and 169.254.1.1"
+    assert redact(text) == f"hosts 8.254.1.1 and 169.1.2.3 and {REDACTED}"
+
+
 PROSE = [
     "Model gpt-4o-mini is not available; try gpt-4.1 or claude-3-5-sonnet-20241022.",
     "cordstream v1.2.3 on Python 3.11.7 with discord.py 2.7.1",

@@ -621,6 +621,18 @@ def test_E3_a_prose_line_that_starts_like_a_fence_is_closed_where_it_is_cut(size
         assert shown == text.replace("\n", "")
 
 
+def test_E2_a_winking_sad_face_opens_no_parenthesis() -> None:
+    """`;(` is an emoticon, like `:(`: the line is balanced and leaves at its newline."""
+    assert Pieces().feed("Oh no ;(\nNext") == ["Oh no ;(\n"]
+
+
+def test_E1_at_degree_3_a_sentence_end_after_a_closing_quote_is_found_across_chunks() -> None:
+    """The chunk ends after `."`: the next chunk's blank makes it a sentence end (E1)."""
+    pieces = Pieces(sentences=True)
+    assert pieces.feed('He said "Stop."') == []
+    assert pieces.feed(" Then more") == ['He said "Stop." ']
+
+
 def test_E6_the_segmenter_holds_leading_punctuation_for_the_next_piece() -> None:
     pieces = Pieces()
     assert pieces.feed("...\n") == []
