@@ -95,7 +95,7 @@ def _code(draw: st.DrawFn, *, small: bool = False) -> str:
     """A closed code block; `small`: at most 4 short lines, so it fits a 300-character message."""
     language = draw(st.sampled_from(("", "python", "js", "c++")))
     # An info string longer than a message, shorter than the overflow size (E3), in a block
-    # with code (shown without it: as an empty block, `test_segments` and `test_live`).
+    # with code: an empty one shows nothing at all, which its own tests pin (`test_segments`).
     long_info = not small and draw(st.integers(0, 7)) == 0
     if long_info:
         language += draw(st.sampled_from((" ", "  title "))) + "word " * draw(st.integers(40, 180))
