@@ -17,7 +17,7 @@ import platform
 from collections.abc import Callable, Mapping
 from typing import Final
 
-from bench import buttons, core, live, load, pace, report, sdk, shell
+from bench import buttons, core, live, load, pace, report, sdk, shell, telemetry
 
 _LABELS = {
     "core_events_per_s": "text events/s through step",
@@ -33,6 +33,7 @@ _LABELS = {
     "shell_overhead_ratio": "shell cost per chunk / bare iteration cost per chunk",
     "shell_yield_overhead_ratio": "the same, the loop turning before each chunk",
     **sdk.LABELS,
+    **telemetry.LABELS,
     "stop_latency_ms_p50": "stop -> result, provider hanging, ms, p50",
     "stop_latency_ms_p99": "stop -> result, provider hanging, ms, p99",
     "timeout_overshoot_ms_p50": "deadline -> result, provider hanging, ms, p50",
@@ -71,6 +72,7 @@ TARGETS: Final[Mapping[str, tuple[str, float]]] = {
     "sdk_overhead_ratio_openai": ("<=", 1.10),
     "sdk_overhead_ratio_anthropic": ("<=", 1.10),
     "sdk_overhead_ratio_gemini": ("<=", 1.10),
+    "telemetry_overhead_ratio": ("<=", 1.05),
     "stop_latency_ms_p99": ("<=", 50),
     "timeout_overshoot_ms_p99": ("<=", 50),
     "rss_per_stream_kb": ("<=", 200),
@@ -125,6 +127,7 @@ def main() -> None:
         core.measure(quick=args.quick)
         | shell.measure(quick=args.quick)
         | sdk.measure(quick=args.quick)
+        | telemetry.measure_apart()  # its own process: it sets OpenTelemetry's global providers
         | load.measure(quick=args.quick, streams=args.streams)
         | buttons.measure(clicks=50 if args.quick else buttons.CLICKS)
     )

@@ -6,6 +6,7 @@ Run it (see the README, "Run a real bot"):
     export OPENAI_BASE_URL=http://127.0.0.1:11434/v1   # Ollama; or OpenRouter, vLLM, OpenAI…
     export OPENAI_API_KEY=...                          # any string for a local server
     export CORDSTREAM_MODEL=llama3.2
+    export CORDSTREAM_LOG_LEVEL=info                   # debug: each Discord request too
     python -m examples.bot
 
 The bot is `cordstream.shell.bot.ChatBot`: it answers mentions and `/ask`, live, with a Stop
@@ -83,13 +84,29 @@ def build(environ: Mapping[str, str], **options: Any) -> ChatBot:
     return ChatBot(model, tools=tools, system=SYSTEM, config=config, **options)
 
 
+LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
+
+
+def log_level(environ: Mapping[str, str]) -> int:
+    """`CORDSTREAM_LOG_LEVEL` (info by default): info logs one line per answer's stream and
+    turn; debug each Discord request and tool call too. A bad value is a `ValueError`."""
+    given = environ.get("CORDSTREAM_LOG_LEVEL", "info").strip().lower() or "info"
+    if given not in LOG_LEVELS:
+        raise ValueError(
+            f"CORDSTREAM_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}, got {given!r}"
+        )
+    return LOG_LEVELS[given]
+
+
 def main(environ: Mapping[str, str] = os.environ) -> int:
     try:
         bot = build(environ)
+        level = log_level(environ)
     except ValueError as bad:
         print(f"examples/bot.py: {bad}", file=sys.stderr)
         return 2
-    bot.run(environ["DISCORD_TOKEN"], log_level=logging.INFO)
+    # discord.py's own set-up: its handler on the root logger, which `cordstream` reaches too.
+    bot.run(environ["DISCORD_TOKEN"], log_level=level)
     return 0
 
 

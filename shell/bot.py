@@ -51,11 +51,13 @@ from typing import Any, Final, TypeAlias
 import discord
 from discord import app_commands
 
+from cordstream.domain.redact import NO_SECRETS
 from cordstream.shell.config import StreamConfig
 from cordstream.shell.context import StreamContext
 from cordstream.shell.orchestrator import StreamOrchestrator
 from cordstream.shell.providers.base import ToolProvider
 from cordstream.shell.stops import StopRegistry, interaction_may_stop
+from cordstream.shell.telemetry import error_text
 from cordstream.shell.turn import Tool, TurnResult, run_turn
 
 __all__ = [
@@ -283,7 +285,8 @@ async def _say(question: Question, text: str) -> None:
         else:
             await target.send(text, reference=question.reply_to, mention_author=False)
     except discord.HTTPException as error:
-        log.warning("could not say %r in %s: %s", text, question.channel_id, error)
+        problem = error_text(error, NO_SECRETS)  # G4, as every log line
+        log.warning("could not say %r in %s: %s", text, question.channel_id, problem)
 
 
 class ChatBot(discord.Client):

@@ -41,7 +41,7 @@ from cordstream.domain import (
 )
 from cordstream.domain.effects import Route
 from cordstream.domain.final import FinalEdit
-from cordstream.shell import discord_api, ratelimit
+from cordstream.shell import discord_api, ratelimit, telemetry
 from cordstream.shell.buttons import StopControl, StopView
 from cordstream.shell.context import StreamContext
 from cordstream.shell.target import InteractionTarget, Target
@@ -143,7 +143,9 @@ class Courier:
         content = effect.content
         reply_to = self.context.reply_to if effect.reply else None
         view = self.new_view() if effect.streaming else None  # K2: a button while it streams
-        sent = await ratelimit.deliver(lambda: target.send(content, reply_to=reply_to, view=view))
+        sent = await ratelimit.deliver(
+            lambda: target.send(content, reply_to=reply_to, view=view), "send"
+        )
         self.answered()
         event = discord_api.outcome(effect.seq, self.loop.time(), sent)
         message = discord_api.message_of(sent)
@@ -154,6 +156,9 @@ class Courier:
         elif view is not None:
             view.stop()
         self.feed(event)
+        watch = telemetry.current()
+        if message is not None and watch is not None:
+            watch.shown()  # the first text a user sees, for the stream's telemetry
 
     async def edit_message(self, effect: EditMessage) -> None:
         index = effect.message
@@ -170,7 +175,7 @@ class Courier:
         """Edit message `index`; its final edit (`streaming` False) removes its Stop button."""
         target, message = self.target, self.messages[index]
         view = None if not streaming and index in self.buttons else discord_api.KEEP
-        edited = await ratelimit.deliver(lambda: target.edit(message, content, view=view))
+        edited = await ratelimit.deliver(lambda: target.edit(message, content, view=view), "edit")
         self.answered()
         if view is None and discord_api.message_of(edited) is not None:
             self.buttons.pop(index).stop()
@@ -178,7 +183,7 @@ class Courier:
 
     async def send_embed(self, effect: SendEmbed) -> None:
         target, spec = self.target, effect.embed
-        sent = await ratelimit.deliver(lambda: target.embed(spec))
+        sent = await ratelimit.deliver(lambda: target.embed(spec), "embed")
         self.answered()
         self.feed(discord_api.outcome(effect.seq, self.loop.time(), sent))
 

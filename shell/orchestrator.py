@@ -29,16 +29,19 @@ core cannot even do that, or never started (a fault before `Started`: nothing to
 event may come first), it is fed nothing more; once the requests in flight are answered,
 `cordstream.domain.machine.abandon` makes the result from the state as it stands and the
 answers it missed. Events a correct shell never feeds are listed in `StreamResult.anomalies`
-and logged as a warning on the `cordstream` logger, so a bug here is never silent.
+and logged as a warning on the `cordstream.stream` logger, so a bug here is never silent.
+
+What the stream tells its operator (the log line at its end, its span and metrics) is its
+`StreamWatch`'s (`cordstream.shell.telemetry`): told the result, when the provider's task
+ended, and (through `telemetry.current()`) each Discord request.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Iterable
 from functools import partial
-from typing import Any, assert_never
+from typing import Any, Final, assert_never
 
 from cordstream.domain import DEFAULT_CATALOGUE, Catalogue, StreamResult, initial_state, step
 from cordstream.domain import effects as fx
@@ -56,10 +59,9 @@ from cordstream.shell.provider_task import CLOSE_GRACE, CLOSE_TIMEOUT, ProviderT
 from cordstream.shell.secrets import stream_secrets
 from cordstream.shell.stops import DEFAULT_STOPS, StopRegistry, StopRequests
 from cordstream.shell.target import InteractionTarget, channel_id_of, target_for
+from cordstream.shell.telemetry import StreamWatch
 
 __all__ = ["CLOSE_GRACE", "CLOSE_TIMEOUT", "FINAL_EDIT_TIMEOUT", "StreamOrchestrator"]
-
-_log = logging.getLogger("cordstream")
 
 
 class StreamOrchestrator(StopRequests):
@@ -96,7 +98,12 @@ class StreamOrchestrator(StopRequests):
         wrong = stream_argument_error(provider, config, context)
         if wrong is not None:
             return StreamResult("error", data=wrong)
-        return await _Stream(self, provider, config, context).run()
+        stream = _Stream(self, provider, config, context)
+        with stream.watch:  # its logs, spans and metrics (`cordstream.shell.telemetry`)
+            return await stream.run()
+
+
+_REQUEST_KINDS: Final = {"stopped_by_user": "stop", "follow_up_interrupt": "follow_up"}
 
 
 class _Stream:
@@ -115,12 +122,16 @@ class _Stream:
         self.context = context
         found = channel_id_of(context.channel)
         self.channel_id: int = found if isinstance(found, int) else 0
+        secrets = stream_secrets(orchestrator._secrets, provider, context.channel)
         self.state = initial_state(
             config,
             locale=context.locale,
             suppress_user_errors=context.suppress_user_errors,
             catalogue=orchestrator.catalogue,
-            secrets=stream_secrets(orchestrator._secrets, provider, context.channel),
+            secrets=secrets,
+        )
+        self.watch = StreamWatch(
+            provider, config.delivery, context.channel, self.channel_id, secrets
         )
         self.result: StreamResult | None = None
         self.finished = asyncio.Event()
@@ -167,6 +178,7 @@ class _Stream:
                 self.timer.cancel()
             self.courier.halt()
             hurried = await self.provider.end(hurry=cancel)
+            self.watch.provider_closed(*self.provider.timings())
             cancel = cancel or hurried or self.fatal_error is not None
             await self.courier.settle(cancel=cancel)
             if cancel and self.result is None:  # L4: no result reports what was shown
@@ -271,12 +283,10 @@ class _Stream:
                 assert_never(effect)
 
     def conclude(self, result: StreamResult) -> None:
-        if result.anomalies:
-            _log.warning(
-                "stream in channel %s was fed impossible events: %s",
-                self.channel_id,
-                "; ".join(result.anomalies),
-            )
+        # Stop latency (telemetry): from the first request of the kind that ended the stream.
+        kind = _REQUEST_KINDS.get(result.status)
+        asked = [request.at for request in self.fed if request.kind == kind]
+        self.watch.concluded(result, self.stops.now() - min(asked) if asked else None)
         self.result = result
         self.courier.stop_views()  # K2: a click from now on stops nothing (B11)
         self.provider.stop()

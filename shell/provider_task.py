@@ -42,6 +42,7 @@ from cordstream.domain import (
     Event,
     ProviderCrashed,
     ProviderEnded,
+    ProviderError,
     TextChunk,
 )
 from cordstream.domain.lifecycle import Actions, ArmExpiry, Budgets, Cancel, Lifecycle, TakeBack
@@ -103,6 +104,7 @@ class ProviderTask:
         # waits (`flush`); whether a flush is scheduled for when it waits.
         self.pending: list[TextChunk] = []
         self.flush_due = False
+        self.first_at: float | None = None  # when the first chunk came (telemetry)
 
     def start(self) -> None:
         self.task = self.loop.create_task(self.run())
@@ -178,6 +180,12 @@ class ProviderTask:
     def abandoned(self) -> bool:
         return self.lifecycle.task == "abandoned"
 
+    def timings(self) -> tuple[float | None, float, float | None]:
+        """For the stream's telemetry, once `end` returned: when the first chunk came, the end
+        of the cleanup budget, and now if the task is over (None: it was abandoned)."""
+        over = self.task is None or self.task.done()
+        return self.first_at, self.lifecycle.close_by, self.loop.time() if over else None
+
     async def run(self) -> None:
         reader = self.reader
         try:
@@ -217,6 +225,8 @@ class ProviderTask:
             self.reading = True
             try:
                 raw = await anext(iterator)
+                if self.first_at is None:
+                    self.first_at = now()
             except StopAsyncIteration:
                 flush()
                 feed(ProviderEnded(now()))
@@ -266,7 +276,7 @@ class ProviderTask:
                     continue
                 headline = None
                 if isinstance(chunk, ErrorChunk) and chunk.error is not None:
-                    headline = self.headline(chunk)
+                    headline = _headline(provider, chunk.error, self.context.locale)
             except FATAL:
                 raise
             except BaseException as error:
@@ -300,16 +310,6 @@ class ProviderTask:
         if self.reader.wants_chunks():
             self.reader.feed(ChunkArrived(self.loop.time(), chunk, None))
 
-    def headline(self, chunk: ErrorChunk) -> str | None:
-        assert chunk.error is not None
-        try:
-            headline = self.provider.describe_error(chunk.error, self.context.locale)
-        except FATAL:
-            raise
-        except BaseException:  # G1: no headline means the generic one
-            return None
-        return headline if isinstance(headline, str) else None
-
     async def close(self, iterator: object) -> None:
         """B10: close the iterator on every path, within what is left of the budget. Whatever
         it raises or returns changes nothing."""
@@ -328,6 +328,17 @@ class ProviderTask:
             raise
         except BaseException:
             pass
+
+
+def _headline(provider: StreamProvider[Any], error: ProviderError, locale: str) -> str | None:
+    """The provider's headline for an error embed (G1), or None: none, or it failed."""
+    try:
+        headline = provider.describe_error(error, locale)
+    except FATAL:
+        raise
+    except BaseException:  # G1: no headline means the generic one
+        return None
+    return headline if isinstance(headline, str) else None
 
 
 def _latest_valid(reports: list[object]) -> TokenUsage | None:

@@ -44,7 +44,7 @@ from cordstream.domain.pacing import (
     Window,
     spacing,
 )
-from cordstream.shell import budgets, discord_api
+from cordstream.shell import budgets, discord_api, telemetry
 from cordstream.shell.budgets import (
     channel_budget,
     global_budget,
@@ -197,7 +197,13 @@ async def turn(channel_id: int, *, prompt: bool, route: Route) -> float | None:
     lane = channel_lane(channel_id)
     if lane is None:
         return None
-    return await pacer().acquire(lane, with_global=False, prompt=prompt, route=route)
+    turns = pacer()
+    asked_at = turns.loop.time()
+    granted_at = await turns.acquire(lane, with_global=False, prompt=prompt, route=route)
+    watch = telemetry.current()
+    if watch is not None:
+        watch.waited_turn(granted_at - asked_at)
+    return granted_at
 
 
 def give_back(channel_id: int, route: Route, granted_at: float) -> None:
@@ -216,16 +222,26 @@ def answered(channel_id: int, route: Route, granted_at: float) -> None:
         window.buckets[route].answered(granted_at, pacer().loop.time())
 
 
-async def deliver(send: Callable[[], Awaitable[IOResultE[T]]]) -> IOResultE[T]:
-    """Send a message or an embed in its turn; after Discord's 429, again, as
-    `pacing.after_try` decides (F4). Returns the last try's result."""
+async def deliver(
+    send: Callable[[], Awaitable[IOResultE[T]]], route: telemetry.Route = "send"
+) -> IOResultE[T]:
+    """Send a message or an embed (`route`) in its turn; after Discord's 429, again, as
+    `pacing.after_try` decides (F4). Returns the last try's result. Each try is reported to
+    the stream's watch (`cordstream.shell.telemetry`), when there is one."""
     turns = pacer()
+    watch = telemetry.current()
+    clock = turns.loop.time
     tries = 0
     while True:
-        await turns.acquire()
+        asked_at = clock()
+        granted_at = await turns.acquire()
         result = await send()
         tries += 1
-        match pacing.after_try(discord_api.retry_after(result), tries):
+        decided = pacing.after_try(discord_api.retry_after(result), tries)
+        if watch is not None:
+            again = isinstance(decided, pacing.SendAgain)
+            watch.request(route, granted_at - asked_at, clock() - granted_at, result, retry=again)
+        match decided:
             case pacing.SendAgain(after):
                 await asyncio.sleep(after)
             case pacing.KeepResult():

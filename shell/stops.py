@@ -105,6 +105,10 @@ class StopRegistry:
         self._readers: dict[int, list[StopReader]] = {}
         self._seq = itertools.count()
 
+    def now(self) -> float:
+        """The registry's clock: `StopRequest.at` is read on it."""
+        return self._clock()
+
     def __len__(self) -> int:
         self._sweep()
         return sum(len(slots) for slots in self._entries.values())

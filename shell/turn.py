@@ -36,12 +36,15 @@ from cordstream.domain import (
     sum_turn_usage,
 )
 from cordstream.domain.outcome import accumulated_text
+from cordstream.domain.redact import Secrets
 from cordstream.shell.arguments import turn_argument_error
 from cordstream.shell.config import StreamConfig
 from cordstream.shell.context import StreamContext
 from cordstream.shell.orchestrator import FINAL_EDIT_TIMEOUT, StreamOrchestrator
 from cordstream.shell.providers.base import ToolOutcome, ToolProvider
+from cordstream.shell.secrets import stream_secrets
 from cordstream.shell.target import finish_interaction
+from cordstream.shell.telemetry import ToolWatch, TurnFigures, TurnWatch
 
 Tool: TypeAlias = Callable[[Mapping[str, object]], Awaitable[object]]
 
@@ -122,6 +125,16 @@ def _render(value: object) -> str:
 
 
 async def _run_tool(
+    call: FunctionCall, tools: Mapping[str, Tool], tool_timeout: float | None, secrets: Secrets
+) -> ToolRun:
+    with ToolWatch(call, secrets) as watch:  # its span and log records
+        run = await _tool_run(call, tools, tool_timeout)
+        outcome = run.outcome
+        watch.ran(outcome.output, is_error=outcome.is_error, exception=run.exception)
+        return run
+
+
+async def _tool_run(
     call: FunctionCall, tools: Mapping[str, Tool], tool_timeout: float | None
 ) -> ToolRun:
     tool = tools.get(call.name)
@@ -142,10 +155,13 @@ async def _run_tool(
 
 
 async def _run_round(
-    calls: Sequence[FunctionCall], tools: Mapping[str, Tool], tool_timeout: float | None
+    calls: Sequence[FunctionCall],
+    tools: Mapping[str, Tool],
+    tool_timeout: float | None,
+    secrets: Secrets,
 ) -> list[ToolRun]:
     async with asyncio.TaskGroup() as group:
-        tasks = [group.create_task(_run_tool(call, tools, tool_timeout)) for call in calls]
+        tasks = [group.create_task(_run_tool(call, tools, tool_timeout, secrets)) for call in calls]
     return [task.result() for task in tasks]
 
 
@@ -168,19 +184,34 @@ async def run_turn(
     wrong = turn_argument_error(orchestrator, provider, context, tools, config)
     if wrong is not None:
         return _turn("error", [StreamResult("error", data=wrong)], [], "", wrong)
+    secrets = stream_secrets(orchestrator._secrets, provider, context.channel)
     try:
-        return await _run_turn(
-            orchestrator,
-            provider,
-            context,
-            tools=tools,
-            config=config if config is not None else StreamConfig(),
-            max_tool_rounds=max_tool_rounds,
-            max_tool_errors=max_tool_errors,
-            empty_retries=empty_retries,
-            tool_timeout=tool_timeout,
-            prompt_text=prompt_text,
-        )
+        with TurnWatch(provider, context.channel, secrets) as watch:  # its span and log line
+            turn = await _run_turn(
+                orchestrator,
+                provider,
+                context,
+                tools=tools,
+                config=config if config is not None else StreamConfig(),
+                max_tool_rounds=max_tool_rounds,
+                max_tool_errors=max_tool_errors,
+                empty_retries=empty_retries,
+                tool_timeout=tool_timeout,
+                prompt_text=prompt_text,
+                secrets=secrets,
+            )
+            watch.ended(
+                TurnFigures(
+                    turn.status,
+                    len(turn.segments),
+                    tuple(run.outcome.is_error for run in turn.tool_runs),
+                    turn.usage.input_tokens,
+                    turn.usage.output_tokens,
+                    turn.usage_estimated,
+                    turn.error,
+                )
+            )
+            return turn
     finally:
         if isinstance(context.channel, discord.Interaction):  # K1: nothing left "thinking"
             with contextlib.suppress(TimeoutError):
@@ -200,6 +231,7 @@ async def _run_turn(
     empty_retries: int,
     tool_timeout: float | None,
     prompt_text: str,
+    secrets: Secrets,
 ) -> TurnResult:
     segments: list[StreamResult] = []
     runs: list[ToolRun] = []
@@ -220,7 +252,7 @@ async def _run_turn(
             status = "tool_round_limit"
             break
         rounds += 1
-        round_runs = await _run_round(result.function_calls, tools, tool_timeout)
+        round_runs = await _run_round(result.function_calls, tools, tool_timeout, secrets)
         runs.extend(round_runs)
         for run in round_runs:
             failures = failures + 1 if run.outcome.is_error else 0

@@ -1,8 +1,10 @@
 """The README's Python examples run as written (the README must stay true).
 
-A block whose first line names a file (`# bot.py`) is that file of the quick start: they are
-written to a folder of their own and its tests run there with pytest, as a user runs them.
-The other blocks run top to bottom in one namespace, as a reader meets them."""
+A block whose first line names a file (`# bot.py`) is that file: `bot.py` and `test_bot.py`
+(the quick start) are written to a folder of their own and its tests run there with pytest,
+as a user runs them; `observe.py` ("Observe it in production") runs as a script of its own,
+in a process of its own (it sets OpenTelemetry's global providers). The other blocks run top
+to bottom in one namespace, as a reader meets them."""
 
 from __future__ import annotations
 
@@ -34,9 +36,9 @@ def test_readme_python_examples_run() -> None:
 
 def test_readme_quick_start_bot_passes_its_own_test(tmp_path: Path) -> None:
     files, _ = blocks()
-    assert set(files) == {"bot.py", "test_bot.py"}, sorted(files)
-    for name, text in files.items():
-        (tmp_path / name).write_text(text, encoding="utf-8")
+    assert set(files) == {"bot.py", "test_bot.py", "observe.py"}, sorted(files)
+    for name in ("bot.py", "test_bot.py"):
+        (tmp_path / name).write_text(files[name], encoding="utf-8")
     ran = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_bot.py"],
         cwd=tmp_path,
@@ -47,3 +49,23 @@ def test_readme_quick_start_bot_passes_its_own_test(tmp_path: Path) -> None:
     )
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "1 passed" in ran.stdout, ran.stdout
+
+
+def test_readme_observe_prints_cordstreams_spans_metrics_and_log_line(tmp_path: Path) -> None:
+    files, _ = blocks()
+    (tmp_path / "observe.py").write_text(files["observe.py"], encoding="utf-8")
+    ran = subprocess.run(
+        [sys.executable, "observe.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert '"name": "chat"' in ran.stdout  # the demo's scripted model has no model name
+    assert '"cordstream.discord.requests": ' in ran.stdout
+    assert '"gen_ai.operation.name": "chat"' in ran.stdout
+    assert '"name": "gen_ai.client.operation.duration"' in ran.stdout  # the metrics, at exit
+    assert "INFO cordstream.stream: stream 1 in channel" in ran.stderr
+    assert "completed after" in ran.stderr

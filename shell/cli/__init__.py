@@ -30,7 +30,7 @@ import discord
 # model) is imported only when a demo, or chat into the local Discord, runs.
 from cordstream import __version__
 from cordstream.shell.cli import chat, demo
-from cordstream.shell.cli.console import Failure, Log, render, say
+from cordstream.shell.cli.console import Failure, Log, render, say, show_logs
 
 T = TypeVar("T")
 
@@ -53,6 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     command: argparse.ArgumentParser = args.command_parser  # errors name the subcommand
     name = command.prog
+    show_logs(args.log_level)
     try:
         if args.command == "chat":
             return _chat(command, args, name)

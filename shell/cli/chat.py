@@ -51,6 +51,7 @@ from cordstream.shell.cli.console import (
     delivery_options,
     http_url,
     local_channel,
+    log_options,
     positive_seconds,
     positive_tokens,
     render,
@@ -441,6 +442,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--timeout", type=positive_seconds, default=120.0, help="inactivity timeout (120 s)"
     )
     delivery_options(chat)
+    log_options(chat)
 
 
 def options_from(args: argparse.Namespace) -> ChatOptions:

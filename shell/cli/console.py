@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import math
 import os
 import socket
@@ -368,6 +369,30 @@ def http_url(text: str) -> str:
             f"got {text!r}"
         )
     return text
+
+
+LOG_LEVELS: Final = ("debug", "info", "warning", "error")
+
+
+def log_options(parser: argparse.ArgumentParser) -> None:
+    """`--log-level`, as `demo` and `chat` both offer it."""
+    parser.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        help="print cordstream's log records at this level and above on stderr (info: one "
+        "line per stream's end; debug: each Discord request too); none by default",
+    )
+
+
+def show_logs(level: str | None) -> None:
+    """cordstream's log records from `level` up, on stderr (`--log-level`)."""
+    if level is None:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger("cordstream")
+    logger.addHandler(handler)
+    logger.setLevel(level.upper())
 
 
 def delivery_options(parser: argparse.ArgumentParser) -> None:

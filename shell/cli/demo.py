@@ -35,6 +35,7 @@ from cordstream.shell.cli.console import (
     delivery_options,
     follow,
     local_channel,
+    log_options,
     per_second,
     positive_seconds,
     seconds_from_now,
@@ -159,6 +160,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "message and each edit.",
     )
     delivery_options(demo)
+    log_options(demo)
     demo.add_argument(
         "--speed",
         type=per_second,

@@ -333,6 +333,8 @@ async def test_a_model_server_error_is_one_line_and_exit_1(reply: Reply, line: s
         (["demo", "--follow-up-after=-inf"], "argument --follow-up-after: must be a number"),
         (["demo", "--humanizer=4"], "argument --humanizer: invalid choice: 4"),
         (["demo", "--delivery=stream"], "argument --delivery: invalid choice: 'stream'"),
+        (["demo", "--log-level=loud"], "argument --log-level: invalid choice: 'loud'"),
+        (["chat", "--model=m", "--log-level=INFO", "hi"], "argument --log-level: invalid choice"),
         (
             ["chat", "--model=m", "--timeout=0", "hi"],
             "argument --timeout: must be a positive number of seconds, got '0'",

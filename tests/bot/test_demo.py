@@ -9,6 +9,7 @@ what the log shows last), so it does not depend on how live delivery paces its e
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 from collections.abc import Coroutine
@@ -404,3 +405,27 @@ def on_virtual_time(main: Coroutine[Any, Any, T]) -> T:
     assert loop.looptime_on
     with asyncio.Runner(loop_factory=lambda: loop) as runner:
         return runner.run(main)
+
+
+@pytest.mark.parametrize("level", [None, "info", "debug"])
+def test_demo_prints_cordstreams_log_on_stderr_at_the_level_asked(
+    capsys: pytest.CaptureFixture[str], level: str | None
+) -> None:
+    logger = logging.getLogger("cordstream")
+    handlers, was = list(logger.handlers), logger.level
+    try:
+        asked = [] if level is None else ["--log-level", level]
+        assert main(["demo", "--speed", "2000", *asked]) == 0
+    finally:
+        logger.handlers[:], logger.level = handlers, was
+    captured = capsys.readouterr()
+    ended = [line for line in captured.err.splitlines() if " INFO cordstream.stream: " in line]
+    requests = [line for line in captured.err.splitlines() if " DEBUG cordstream.discord: " in line]
+    assert "cordstream.stream" not in captured.out  # the log goes to stderr only
+    if level is None:
+        assert (ended, requests) == ([], [])
+        return
+    assert len(ended) == 1
+    assert ": completed after " in ended[0]
+    assert (level == "debug") == bool(requests)
+    assert all(" in channel " in line for line in requests)

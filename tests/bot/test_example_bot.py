@@ -17,6 +17,7 @@ Each test ends with no task left and no stop or follow-up left in the bot's regi
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -37,7 +38,7 @@ from cordstream.shell.testing import (
 )
 from cordstream.shell.testing.openai_wire import answer, frame, tool_request, usage
 from cordstream.shell.testing.sse import ModelServer, Reply, sse, sse_done
-from examples.bot import SYSTEM, OpenAIModel, build, main, roll_dice
+from examples.bot import SYSTEM, OpenAIModel, build, log_level, main, roll_dice
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.looptime]
 
@@ -545,3 +546,19 @@ async def test_main_names_the_missing_environment_variables(
     assert capsys.readouterr().err == (
         "examples/bot.py: set DISCORD_TOKEN, CORDSTREAM_MODEL (see the README)\n"
     )
+
+
+async def test_main_reports_a_bad_log_level_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    environ = {"DISCORD_TOKEN": "t", "CORDSTREAM_MODEL": "m", "CORDSTREAM_LOG_LEVEL": "loud"}
+    assert main(environ) == 2
+    assert capsys.readouterr().err == (
+        "examples/bot.py: CORDSTREAM_LOG_LEVEL must be one of debug, info, warning, got 'loud'\n"
+    )
+
+
+async def test_the_log_level_is_info_unless_the_environment_says_otherwise() -> None:
+    assert log_level({}) == logging.INFO
+    assert log_level({"CORDSTREAM_LOG_LEVEL": " DEBUG "}) == logging.DEBUG
+    assert log_level({"CORDSTREAM_LOG_LEVEL": "warning"}) == logging.WARNING

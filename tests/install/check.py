@@ -25,7 +25,10 @@ view of the work tree, never a stale `build/`):
      `StreamOrchestrator` and a provider) and on the README's Python examples, so the
      library's types reach a user's type checker and the README's code is right;
    - the README's quick start, `bot.py` and `test_bot.py` as written, passes its test under
-     pytest (cordstream's plugin, the local Discord) and `mypy --strict`.
+     pytest (cordstream's plugin, the local Discord) and `mypy --strict`;
+   - OpenTelemetry is not installed (so the demos above ran without it); then, with the
+     `otel` extra and the SDK added, the README's `observe.py` prints cordstream's spans and
+     passes `mypy --strict`.
 3. Next to a bot with its own `domain` package and `shell.py` module (`collide/`), run from
    the bot's folder so its modules come first on `sys.path`: the bot's script works, the
    demo works (`python -m cordstream.shell.cli demo`), and mypy passes on the bot.
@@ -93,6 +96,14 @@ print("public names:", sum(len(importlib.import_module(n).__all__) for n in PACK
 
 class CheckFailed(Exception):
     """A step failed; the message says which and shows what the command printed."""
+
+
+NO_OTEL = """
+import importlib.util
+assert importlib.util.find_spec("opentelemetry") is None, "OpenTelemetry is installed"
+from cordstream.shell import otel
+assert not otel.AVAILABLE and otel.tracer() is None and otel.instruments() is None
+"""
 
 
 def run(command: Sequence[str | Path], cwd: Path, expect: str | None = None) -> str:
@@ -164,18 +175,18 @@ def check_wheel(wheel: Path, src: Path) -> None:
 _FILE = re.compile(r"# (\w+\.py)\n")
 
 
-def readme_quick_start(readme: Path, into: Path) -> list[Path]:
-    """The README's quick start: the blocks whose first line names their file (`# bot.py`)."""
+def readme_files(readme: Path, into: Path, names: Sequence[str]) -> list[Path]:
+    """The README's blocks whose first line names their file (`# bot.py`) as one of `names`,
+    written into `into`, in that order."""
     blocks = re.findall(r"```python\n(.*?)```", readme.read_text(encoding="utf-8"), re.DOTALL)
-    into.mkdir()
-    paths = []
-    for block in blocks:
-        named = _FILE.match(block)
-        if named is not None:
-            paths.append(into / named.group(1))
-            paths[-1].write_text(block, encoding="utf-8")
-    if sorted(p.name for p in paths) != ["bot.py", "test_bot.py"]:
-        raise CheckFailed(f"the README's quick start is not bot.py and test_bot.py: {paths}")
+    into.mkdir(exist_ok=True)
+    found = {m.group(1): block for block in blocks if (m := _FILE.match(block))}
+    missing = [name for name in names if name not in found]
+    if missing:
+        raise CheckFailed(f"the README has no block {', '.join(missing)}: {sorted(found)}")
+    paths = [into / name for name in names]
+    for path in paths:
+        path.write_text(found[path.name], encoding="utf-8")
     return paths
 
 
@@ -250,7 +261,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         mypy: list[str | Path] = [python, "-m", "mypy", "--strict", "--no-incremental"]
         run([*mypy, "typed_bot.py", *(p.name for p in examples)], user)
         step(f"mypy --strict: typed_bot.py and the README's {len(examples)} examples")
-        quick = readme_quick_start(src / "README.md", user / "quickstart")
+        quick = readme_files(src / "README.md", user / "quickstart", ["bot.py", "test_bot.py"])
         pytest: list[str | Path] = [
             python,
             "-m",
@@ -263,6 +274,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         run(pytest, quick[0].parent, expect=r"1 passed")
         run([*mypy, *(p.name for p in quick)], quick[0].parent)
         step("the README's quick start: its bot passes its test (pytest), mypy --strict passes")
+        run([python, "-c", NO_OTEL], user)
+        step("without the otel extra: no OpenTelemetry at all (the demos above ran without it)")
+        run([*install, f"{wheel}[otel]", "opentelemetry-sdk"], work)
+        observe = readme_files(src / "README.md", user / "observe", ["observe.py"])[0]
+        run([python, observe.name], observe.parent, expect=r'"cordstream.discord.requests": \d+')
+        run([*mypy, observe.name], observe.parent)
+        step("with [otel] and the SDK: the README's observe.py prints spans; mypy --strict passes")
 
         shutil.copytree(HERE / "collide", bot)
         run([python, "bot.py"], bot, expect=r"ran bot \| hello, world")

@@ -167,7 +167,7 @@ async def test_B1_run_turn_names_a_wrong_orchestrator_and_tools(
 
 async def test_B1_the_right_arguments_still_stream(caplog: pytest.LogCaptureFixture) -> None:
     """The checks refuse nothing a bot passes: the same call with the right arguments streams
-    and logs nothing."""
+    and logs no warning (only the stream's own INFO line, and DEBUG records)."""
     async with local_discord() as (api, _, channel):
         with caplog.at_level(logging.DEBUG, logger="cordstream"):
             config = StreamConfig(delivery="messages")
@@ -175,7 +175,9 @@ async def test_B1_the_right_arguments_still_stream(caplog: pytest.LogCaptureFixt
                 ScriptProvider(["Hello"]), config, StreamContext(channel)
             )
     assert (result.status, api.text()) == ("completed", "Hello")
-    assert not [r for r in caplog.records if r.name.startswith("cordstream")]
+    ours = [r for r in caplog.records if r.name.startswith("cordstream")]
+    assert not [r for r in ours if r.levelno >= logging.WARNING]
+    assert [r.name for r in ours if r.levelno == logging.INFO] == ["cordstream.stream"]
 
 
 class _BrokenStops(StopRegistry):
