@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint typecheck pytest install-check fuzz mutate bench soak demo lock clean
+.PHONY: test lint typecheck pytest install-check fuzz mutate bench soak demo lock clean redis-server
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,8 +28,18 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict
 
-pytest: $(STAMP)
+pytest: $(STAMP) redis-server
 	$(BIN)/pytest
+
+# The shared stop registry's tests (SPEC N) run a real redis-server on 127.0.0.1: Debian's
+# package, installed here when the machine has none (as root, or through sudo).
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+redis-server:
+	@command -v redis-server >/dev/null || { \
+	  echo "installing Debian's redis-server for the tests of SPEC N"; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server >/dev/null \
+	  || { $(SUDO) apt-get update -q >/dev/null \
+	       && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server >/dev/null; }; }
 
 # The install a user does: build the wheel (with the declared setuptools floor, and as pip
 # does), install it into a fresh venv apart from the repo, import, run, type-check a bot, and

@@ -17,7 +17,7 @@ import platform
 from collections.abc import Callable, Mapping
 from typing import Final
 
-from bench import buttons, core, live, load, pace, report, sdk, shell, telemetry
+from bench import buttons, cluster, core, live, load, pace, report, sdk, shell, telemetry
 
 _LABELS = {
     "core_events_per_s": "text events/s through step",
@@ -34,6 +34,7 @@ _LABELS = {
     "shell_yield_overhead_ratio": "the same, the loop turning before each chunk",
     **sdk.LABELS,
     **telemetry.LABELS,
+    **cluster.LABELS,
     "stop_latency_ms_p50": "stop -> result, provider hanging, ms, p50",
     "stop_latency_ms_p99": "stop -> result, provider hanging, ms, p99",
     "timeout_overshoot_ms_p50": "deadline -> result, provider hanging, ms, p50",
@@ -73,6 +74,7 @@ TARGETS: Final[Mapping[str, tuple[str, float]]] = {
     "sdk_overhead_ratio_anthropic": ("<=", 1.10),
     "sdk_overhead_ratio_gemini": ("<=", 1.10),
     "telemetry_overhead_ratio": ("<=", 1.05),
+    "cross_process_stop_ms_p99": ("<=", 50),
     "stop_latency_ms_p99": ("<=", 50),
     "timeout_overshoot_ms_p99": ("<=", 50),
     "rss_per_stream_kb": ("<=", 200),
@@ -128,6 +130,7 @@ def main() -> None:
         | shell.measure(quick=args.quick)
         | sdk.measure(quick=args.quick)
         | telemetry.measure_apart()  # its own process: it sets OpenTelemetry's global providers
+        | cluster.measure(runs=30 if args.quick else cluster.RUNS)
         | load.measure(quick=args.quick, streams=args.streams)
         | buttons.measure(clicks=50 if args.quick else buttons.CLICKS)
     )

@@ -9,6 +9,8 @@ per-channel `DISCORD_CHANNEL`, `set_channel_budget`). The provider adapters live
 `cordstream.shell.providers` (each needs its SDK's extra).
 """
 
+from typing import TYPE_CHECKING
+
 from cordstream.domain import (
     DoneChunk,
     ErrorChunk,
@@ -58,6 +60,7 @@ __all__ = [
     "FunctionCallChunk",
     "ProcessedChunk",
     "ProviderError",
+    "RedisStopRegistry",
     "StopReason",
     "StopRegistry",
     "StreamConfig",
@@ -86,3 +89,19 @@ __all__ = [
     "set_global_budget",
     "sum_turn_usage",
 ]
+
+if TYPE_CHECKING:
+    from cordstream.shell.redis_stops import RedisStopRegistry
+
+
+def __getattr__(name: str) -> object:
+    """`RedisStopRegistry` on first use: it needs the `redis` extra (SPEC N1)."""
+    if name != "RedisStopRegistry":
+        raise AttributeError(f"module 'cordstream.shell' has no attribute {name!r}")
+    try:
+        from cordstream.shell.redis_stops import RedisStopRegistry  # noqa: PLC0415
+    except ModuleNotFoundError as missing:
+        raise ImportError(
+            f"RedisStopRegistry needs redis: pip install 'cordstream[redis]' ({missing})"
+        ) from missing
+    return RedisStopRegistry

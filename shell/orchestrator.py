@@ -39,9 +39,10 @@ ended, and (through `telemetry.current()`) each Discord request.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Iterable
 from functools import partial
-from typing import Any, Final, assert_never
+from typing import Any, Final, assert_never, cast
 
 from cordstream.domain import DEFAULT_CATALOGUE, Catalogue, StreamResult, initial_state, step
 from cordstream.domain import effects as fx
@@ -195,7 +196,9 @@ class _Stream:
         target = self.courier.target
         if isinstance(target, InteractionTarget):
             self.courier.spawn(target.begin())  # deferred at once, while the provider starts
-        self.start(self.reader.start())
+        started: object = self.reader.start()  # a coroutine for a shared registry (N1)
+        pending = await started if inspect.isawaitable(started) else started
+        self.start(cast("list[StopRequest]", pending))
         if self.wants_chunks():  # B4: a pending request resolves before the provider
             self.provider.start()
         await self.finished.wait()

@@ -28,9 +28,10 @@ the registry takes every request it is given (the bot's own code is trusted).
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 
 import discord
@@ -303,7 +304,12 @@ def interaction_may_stop(interaction: discord.Interaction, *, answering: int | N
 
 class StopRequests:
     """What a bot asks of the stop registry (`stops`) through a `StreamOrchestrator`: stops,
-    follow-ups and what is pending, by channel and, with `answering`, by answer (C1-C10)."""
+    follow-ups and what is pending, by channel and, with `answering`, by answer (C1-C10).
+
+    With a `RedisStopRegistry` (SPEC N1) the registry's request methods are coroutines, and
+    these hand them on: await what `request_stop`, `request_follow_up`,
+    `interrupt_own_answer` (when it did not return False at once) and `discard_requests`
+    return, or call the registry's own methods."""
 
     stops: StopRegistry
 
@@ -361,4 +367,11 @@ class StopRequests:
         `answering`, every request of the channel; with it, only those the new answer to that
         user would take, so other users' pending requests stay (C9).
         """
-        return bool(self.stops.discard(channel_id, answering=answering))
+        discarded: object = self.stops.discard(channel_id, answering=answering)
+        if inspect.isawaitable(discarded):  # a shared registry's (N1): awaited by the caller
+            return _truth(discarded)  # type: ignore[return-value]
+        return bool(discarded)
+
+
+async def _truth(value: Awaitable[object]) -> bool:
+    return bool(await value)

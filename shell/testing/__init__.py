@@ -57,6 +57,7 @@ from cordstream.shell.testing.gateway import (
     GuildMember,
     InteractionRecord,
 )
+from cordstream.shell.testing.redis import RedisServer, redis_server
 from cordstream.shell.testing.script import (
     Do,
     Hang,
@@ -91,6 +92,7 @@ __all__ = [
     "RateLimits",
     "Raw",
     "RecordedRequest",
+    "RedisServer",
     "Reply",
     "Round",
     "ScriptProvider",
@@ -101,6 +103,7 @@ __all__ = [
     "discord_client",
     "local_bot",
     "local_discord",
+    "redis_server",
     "sse",
     "sse_done",
 ]

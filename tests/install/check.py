@@ -87,8 +87,9 @@ for name in PACKAGES:
     for public in module.__all__:
         try:
             getattr(module, public)
-        except ImportError as missing:  # an adapter whose SDK extra is not installed
-            extra = {"AnthropicProvider": "anthropic", "GeminiProvider": "gemini"}[public]
+        except ImportError as missing:  # a name whose extra is not installed
+            extras = {"AnthropicProvider": "anthropic", "GeminiProvider": "gemini"}
+            extra = (extras | {"RedisStopRegistry": "redis"})[public]
             assert f"cordstream[{extra}]" in str(missing), missing
 print("public names:", sum(len(importlib.import_module(n).__all__) for n in PACKAGES))
 """
