@@ -61,6 +61,9 @@ log = logging.getLogger("cordstream.redis")
 OPEN_TIMEOUT: Final = 1.0
 """How long a request or a reader's opening waits for its change to come back before it is
 given up on (a request: False; a reader: it opens on the local replica)."""
+SOCKET_TIMEOUT: Final = 1.0
+"""A Redis that does not answer within this is a failed call (a slow or hung Redis, N3): no
+request, and no stream's start, waits on it for longer."""
 FOLLOW_BLOCK: Final = 0.25
 """How long one read of the changes waits for the next (a change ends the wait at once)."""
 HEARTBEAT: Final = 2.0
@@ -128,7 +131,13 @@ class RedisStopRegistry(StopRegistry):
         self.namespace = namespace
         self.process = uuid.uuid4().hex[:16]
         self.key = f"{namespace}:stops"
-        self._client = client if client is not None else aioredis.from_url(url)
+        self._client = (
+            client
+            if client is not None
+            else aioredis.from_url(
+                url, socket_timeout=SOCKET_TIMEOUT, socket_connect_timeout=SOCKET_TIMEOUT / 2
+            )
+        )
         self._at: float | None = None  # the time of the change being applied
         self._last = "0-0"
         self._mine: dict[str, tuple[asyncio.Future[Any], object]] = {}  # nonce -> (answer, context)
@@ -150,6 +159,7 @@ class RedisStopRegistry(StopRegistry):
 
     async def __aenter__(self) -> Self:
         try:
+            await self._say_alive()  # before any reader of this process can be seen
             await self._catch_up()
         except (RedisError, OSError) as error:
             log.warning("stop registry: Redis at %s is unreachable (%s); retrying", self.url, error)
@@ -398,11 +408,14 @@ class RedisStopRegistry(StopRegistry):
     def _alive_key(self, process: str) -> str:
         return f"{self.namespace}:alive:{process}"
 
+    async def _say_alive(self) -> None:
+        alive = round(3 * self.heartbeat * 1000)  # ms
+        await self._client.set(self._alive_key(self.process), "1", px=alive)
+
     async def _heartbeat(self) -> None:
         while not self._closing.is_set():
             try:
-                alive = round(3 * self.heartbeat * 1000)  # ms
-                await self._client.set(self._alive_key(self.process), "1", px=alive)
+                await self._say_alive()
                 for process in [p for p, readers in self._owners.items() if readers]:
                     if not await self._client.exists(self._alive_key(process)):
                         await self._append({"op": "gone", "target": process, "proc": self.process})

@@ -49,7 +49,7 @@ from collections.abc import Callable, Mapping
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Final, Literal, ParamSpec, TypeAlias
+from typing import Any, Final, Literal, ParamSpec, Self, TypeAlias
 
 from returns.io import IOFailure, IOResultE
 from returns.result import Failure
@@ -152,7 +152,30 @@ def guild_of(channel: object) -> int | None:
     return found if isinstance(found, int) else None
 
 
-class StreamWatch:
+class _Watch:
+    """A context manager whose opening and closing never raise (`never_raises`): what a
+    watch opens on entry (`_open`) it closes on exit (`_close`), told the exception, if any."""
+
+    def __enter__(self) -> Self:
+        self._open()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._close(error)
+
+    def _open(self) -> None:
+        raise NotImplementedError
+
+    def _close(self, error: BaseException | None) -> None:
+        raise NotImplementedError
+
+
+class StreamWatch(_Watch):
     """One stream's observations (see the module docstring): entered around the stream's run,
     it makes its span the current one and `current()` find it, in every task the stream
     starts; on exit it ends the span and records the stream's log line and metrics."""
@@ -193,10 +216,6 @@ class StreamWatch:
             found["gen_ai.request.model"] = self.model
         return found
 
-    def __enter__(self) -> StreamWatch:
-        self._open()
-        return self
-
     @never_raises
     def _open(self) -> None:
         self._tokens = (_current.set(self), None)
@@ -212,14 +231,6 @@ class StreamWatch:
             )
             attached = otel.context.attach(otel.trace.set_span_in_context(self.span))
             self._tokens = (self._tokens[0], attached)
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self._close(error)
 
     @never_raises
     def _close(self, error: BaseException | None) -> None:
@@ -580,7 +591,7 @@ def _shown_seconds(seconds: float | None) -> str:
 # -- run_turn: a span per turn and per tool call, a log line per turn ---------------------------
 
 
-class TurnWatch:
+class TurnWatch(_Watch):
     """One `run_turn` (`cordstream.shell.turn`): the span `invoke_agent` that the turn's model
     calls and tool calls nest under, and the turn's log line."""
 
@@ -594,10 +605,6 @@ class TurnWatch:
         self.secrets = secrets
         self.span: Any = None
         self._token: Any = None
-
-    def __enter__(self) -> TurnWatch:
-        self._open()
-        return self
 
     @never_raises
     def _open(self) -> None:
@@ -613,14 +620,6 @@ class TurnWatch:
                 attributes["cordstream.discord.channel_id"] = self.channel_id
             self.span = tracer.start_span("invoke_agent", attributes=attributes)
             self._token = otel.context.attach(otel.trace.set_span_in_context(self.span))
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self._close(error)
 
     @never_raises
     def _close(self, error: BaseException | None) -> None:
@@ -697,7 +696,7 @@ class TurnFigures:
     error: Exception | None
 
 
-class ToolWatch:
+class ToolWatch(_Watch):
     """One tool call: its span `execute_tool {name}` and its log records."""
 
     def __init__(self, call: FunctionCall, secrets: Secrets) -> None:
@@ -706,10 +705,6 @@ class ToolWatch:
         self.loop = asyncio.get_running_loop()
         self.started_at = self.loop.time()
         self.span: Any = None
-
-    def __enter__(self) -> ToolWatch:
-        self._open()
-        return self
 
     @never_raises
     def _open(self) -> None:
@@ -726,14 +721,6 @@ class ToolWatch:
                 arguments = json.dumps(dict(self.call.arguments), ensure_ascii=False, default=str)
                 attributes["gen_ai.tool.call.arguments"] = redact(arguments, self.secrets)
             self.span = tracer.start_span(f"execute_tool {self.call.name}", attributes=attributes)
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self._close(error)
 
     @never_raises
     def _close(self, error: BaseException | None) -> None:

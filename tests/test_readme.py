@@ -39,33 +39,31 @@ def test_readme_quick_start_bot_passes_its_own_test(tmp_path: Path) -> None:
     assert set(files) == {"bot.py", "test_bot.py", "observe.py"}, sorted(files)
     for name in ("bot.py", "test_bot.py"):
         (tmp_path / name).write_text(files[name], encoding="utf-8")
-    ran = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_bot.py"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert ran.returncode == 0, ran.stdout + ran.stderr
+    ran = _run(tmp_path, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_bot.py")
     assert "1 passed" in ran.stdout, ran.stdout
 
 
 def test_readme_observe_prints_cordstreams_spans_metrics_and_log_line(tmp_path: Path) -> None:
     files, _ = blocks()
     (tmp_path / "observe.py").write_text(files["observe.py"], encoding="utf-8")
-    ran = subprocess.run(
-        [sys.executable, "observe.py"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert ran.returncode == 0, ran.stdout + ran.stderr
+    ran = _run(tmp_path, "observe.py")
     assert '"name": "chat"' in ran.stdout  # the demo's scripted model has no model name
     assert '"cordstream.discord.requests": ' in ran.stdout
     assert '"gen_ai.operation.name": "chat"' in ran.stdout
     assert '"name": "gen_ai.client.operation.duration"' in ran.stdout  # the metrics, at exit
     assert "INFO cordstream.stream: stream 1 in channel" in ran.stderr
     assert "completed after" in ran.stderr
+
+
+def _run(folder: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
+    """This Python with `arguments`, in `folder`; it must succeed."""
+    ran = subprocess.run(
+        [sys.executable, *arguments],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    return ran

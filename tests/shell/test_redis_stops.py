@@ -259,3 +259,34 @@ async def test_N3_after_redis_restarts_a_stop_still_reaches_a_stream(server: Red
         async with asyncio.timeout(BOUND):
             result = await streaming
         assert result.status == "stopped_by_user"
+
+
+async def test_N3_a_redis_that_never_answers_delays_nothing_for_long(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A hung Redis (it accepts connections, then says nothing): requests are refused after
+    the socket timeout, and a stream opens on its own view and answers."""
+    caplog.set_level(logging.WARNING, logger="cordstream")
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()  # until the client gives up and closes
+        writer.close()
+
+    hung = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = hung.sockets[0].getsockname()[1]
+    try:
+        async with asyncio.timeout(BOUND):
+            async with (
+                RedisStopRegistry(f"redis://127.0.0.1:{port}/0") as stops,
+                local_discord() as (api, _, channel),
+            ):
+                assert await stops.request_stop(channel.id, "42") is False
+                result = await StreamOrchestrator(stops).stream_to_discord(
+                    ScriptProvider(["Answered anyway."]), LIVE, StreamContext(channel)
+                )
+                assert result.status == "completed"
+                assert api.text() == "Answered anyway."
+    finally:
+        hung.close()
+        await hung.wait_closed()
+    assert any("opened locally only" in r.getMessage() for r in caplog.records)
