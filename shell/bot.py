@@ -56,7 +56,7 @@ from cordstream.shell.config import StreamConfig
 from cordstream.shell.context import StreamContext
 from cordstream.shell.orchestrator import StreamOrchestrator
 from cordstream.shell.providers.base import ToolProvider
-from cordstream.shell.stops import StopRegistry, interaction_may_stop
+from cordstream.shell.stops import StopRegistry, answer_of, interaction_may_stop, registered
 from cordstream.shell.telemetry import error_text
 from cordstream.shell.turn import Tool, TurnResult, run_turn
 
@@ -185,7 +185,9 @@ class Conversations:
         waiting, turn.latest = turn.latest, question
         # Registered whether a stream answers them right now or the turn is between two model
         # requests (a tool runs): the turn's next request resolves it before it is sent (B4).
-        self.orchestrator.request_follow_up(question.channel_id, str(question.user_id))
+        await answer_of(  # a shared registry's is a coroutine (N1)
+            self.orchestrator.request_follow_up(question.channel_id, str(question.user_id))
+        )
         if waiting is not turn.answering:  # an earlier new question no stream took up yet
             await _superseded(waiting)
         return True
@@ -195,7 +197,9 @@ class Conversations:
         that `by` may: C10). False when no answer to that user runs there."""
         if (channel_id, user_id) not in self._turns:
             return False
-        return self.orchestrator.request_stop(channel_id, str(by), "/stop", answering=user_id)
+        return registered(
+            self.orchestrator.request_stop(channel_id, str(by), "/stop", answering=user_id)
+        )
 
     def conversation(self, question: Question) -> list[Message]:
         """What the model is given for `question`: the system prompt, the channel's last
@@ -220,7 +224,7 @@ class Conversations:
             channel_id, user_id = question.channel_id, question.user_id
             # A fresh answer starts clean: a request of this user's that came after their last
             # stream had ended must not end this one (B4). Other users' requests stay.
-            self.orchestrator.discard_requests(channel_id, answering=user_id)
+            await answer_of(self.orchestrator.discard_requests(channel_id, answering=user_id))
             result = await run_turn(
                 self.orchestrator,
                 self.model(self.conversation(question)),

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 import discord
 
-from cordstream.shell.stops import StopRegistry, interaction_may_stop
+from cordstream.shell.stops import StopRegistry, interaction_may_stop, registered
 
 __all__ = [
     "STOP_BUTTON_PREFIX",
@@ -51,8 +51,10 @@ class StopControl:
         if not interaction_may_stop(click, answering=self.answering):
             return False
         if self.running():
-            self.stops.request_stop(
-                self.channel_id, str(click.user.id), click, answering=self.answering
+            registered(  # at once; a shared registry's in the background (N1)
+                self.stops.request_stop(
+                    self.channel_id, str(click.user.id), click, answering=self.answering
+                )
             )
         return True
 

@@ -28,6 +28,7 @@ the registry takes every request it is given (the bot's own code is trusted).
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import itertools
 import time
@@ -375,3 +376,24 @@ class StopRequests:
 
 async def _truth(value: Awaitable[object]) -> bool:
     return bool(await value)
+
+
+async def answer_of(value: object) -> bool:
+    """A registry's answer, from either registry: `await answer_of(stops.request_stop(...))`
+    (a `RedisStopRegistry`'s is a coroutine, N1)."""
+    return bool(await value) if inspect.isawaitable(value) else bool(value)
+
+
+_background: set[asyncio.Task[bool]] = set()
+
+
+def registered(value: object) -> bool:
+    """A registry's answer where nothing may wait (a Stop button's click, K2): a shared
+    registry's request goes on in the background (its refusal is logged there), and counts
+    as made."""
+    if not inspect.isawaitable(value):
+        return bool(value)
+    task = asyncio.get_running_loop().create_task(answer_of(value))
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+    return True

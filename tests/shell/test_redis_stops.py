@@ -15,13 +15,19 @@ import subprocess
 import sys
 import textwrap
 from asyncio.subprocess import Process
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Final
 
 import pytest
 
-from cordstream.shell import StreamConfig, StreamContext, StreamOrchestrator, StreamResult
+from cordstream.shell import (
+    StreamConfig,
+    StreamContext,
+    StreamOrchestrator,
+    StreamResult,
+    TurnResult,
+)
 from cordstream.shell.redis_stops import RedisStopRegistry
 from cordstream.shell.testing import DiscordEmulator, Hang, ScriptProvider, local_discord
 from cordstream.shell.testing.redis import RedisServer, free_port, redis_server
@@ -290,3 +296,42 @@ async def test_N3_a_redis_that_never_answers_delays_nothing_for_long(
         hung.close()
         await hung.wait_closed()
     assert any("opened locally only" in r.getMessage() for r in caplog.records)
+
+
+async def test_K2_C9_the_bot_kit_on_a_shared_registry_a_click_here_a_stop_there(
+    server: RedisServer,
+) -> None:
+    """`ChatBot` with a `RedisStopRegistry`: alice's Stop click is registered (in the
+    background: a click waits for nothing) and stops her answer; a stop made through another
+    process's view stops bob's."""
+    from cordstream.shell.bot import ChatBot  # noqa: PLC0415
+    from cordstream.shell.cli.botdemo import ScriptedAnswer  # noqa: PLC0415
+    from cordstream.shell.testing import local_bot  # noqa: PLC0415
+
+    def model(messages: Sequence[Mapping[str, object]]) -> ScriptedAnswer:
+        return ScriptedAnswer([f"Answering: {messages[-1]['content']}\n", Hang()])
+
+    turns: asyncio.Queue[TurnResult] = asyncio.Queue()
+    async with registries(server) as (here, there):
+        bot = ChatBot(
+            model,
+            orchestrator=StreamOrchestrator(here),
+            on_turn=lambda _, turn: turns.put_nowait(turn),
+            guild_ready_timeout=0.05,
+        )
+        async with asyncio.timeout(60), local_bot(bot) as api:
+            alice, bob = api.add_member("alice"), api.add_member("bob")
+            await api.user_says(alice, f"<@{api.user_id}> first")
+            shown_alice = await api.wait_for_message(lambda m: "Answering: " in m.content)
+            ((button,),) = [row["components"] for row in shown_alice.components]
+            pressed = await api.click(alice, shown_alice.id, str(button["custom_id"]))
+            turn = await turns.get()
+            assert turn.status == "stopped_by_user"
+            assert turn.final.stop_context is not None
+            assert getattr(turn.final.stop_context, "id", None) == pressed.id  # the click (C7)
+
+            await api.user_says(bob, f"<@{api.user_id}> second")
+            await until(lambda: there.is_answering(api.channel_id, bob.id), "bob's answer")
+            assert await there.request_stop(api.channel_id, "mod", answering=bob.id)
+            turn = await turns.get()
+            assert turn.status == "stopped_by_user"
