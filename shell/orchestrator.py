@@ -199,6 +199,7 @@ class _Stream:
         started: object = self.reader.start()  # a coroutine for a shared registry (N1)
         pending = await started if inspect.isawaitable(started) else started
         self.start(cast("list[StopRequest]", pending))
+        self.check_registry()  # what reached the stream while its reader opened (N1)
         if self.wants_chunks():  # B4: a pending request resolves before the provider
             self.provider.start()
         await self.finished.wait()
@@ -352,6 +353,8 @@ class _Stream:
 
     def check_registry(self) -> None:
         self.registry_changed = False
+        if self.state.phase == "ready":  # not started: `stream` reads the registry after it
+            return
         for request in self.reader.pending():  # those reaching this stream (C9), in order
             if request not in self.fed:
                 self.fed.add(request)

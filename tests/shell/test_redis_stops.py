@@ -21,6 +21,7 @@ from typing import Final
 
 import pytest
 
+from cordstream.domain.requests import StopRequest
 from cordstream.shell import (
     StreamConfig,
     StreamContext,
@@ -29,6 +30,7 @@ from cordstream.shell import (
     TurnResult,
 )
 from cordstream.shell.redis_stops import RedisStopRegistry
+from cordstream.shell.stops import StopReader, StopRegistry
 from cordstream.shell.testing import DiscordEmulator, Hang, ScriptProvider, local_discord
 from cordstream.shell.testing.redis import RedisServer, free_port, redis_server
 
@@ -168,7 +170,9 @@ CHILD: Final = textwrap.dedent(
     """
     import asyncio, sys
     from cordstream.shell import StreamConfig, StreamContext, StreamOrchestrator
-    from cordstream.shell.redis_stops import RedisStopRegistry
+    from cordstream.domain.requests import StopRequest
+from cordstream.shell.redis_stops import RedisStopRegistry
+from cordstream.shell.stops import StopReader, StopRegistry
     from cordstream.shell.testing import Hang, ScriptProvider, local_discord
 
     async def main(url: str, namespace: str) -> None:
@@ -335,3 +339,39 @@ async def test_K2_C9_the_bot_kit_on_a_shared_registry_a_click_here_a_stop_there(
             assert await there.request_stop(api.channel_id, "mod", answering=bob.id)
             turn = await turns.get()
             assert turn.status == "stopped_by_user"
+
+
+class _LateReader(StopReader):
+    """A reader that opens asynchronously, as a shared registry's does, and a stop that lands
+    while it opens: after its pending entries were read, before the stream has started."""
+
+    async def start(self) -> list[StopRequest]:  # type: ignore[override]
+        pending = super().start()
+        self._registry.request_stop(self.channel_id, "in the gap")
+        await asyncio.sleep(0)  # the registry's listener runs now, before the stream started
+        return pending
+
+
+class _LateRegistry(StopRegistry):
+    def reader(self, channel_id: int, answering: int | None = None) -> StopReader:
+        opened = _LateReader(self, channel_id, answering)
+        self._readers.setdefault(channel_id, []).append(opened)
+        return opened
+
+
+async def test_B4_a_stop_that_lands_while_a_reader_opens_ends_the_stream_and_nothing_else(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="cordstream")
+    stops = _LateRegistry()
+    async with local_discord() as (api, _, channel):
+        provider = ScriptProvider(["never said", Hang()])
+        async with asyncio.timeout(BOUND):
+            result = await StreamOrchestrator(stops).stream_to_discord(
+                provider, LIVE, StreamContext(channel)
+            )
+    assert (result.status, result.stop_context, result.anomalies) == ("stopped_by_user", None, ())
+    assert provider.calls == []  # B4: resolved before the provider started
+    assert api.text() == ""
+    assert len(stops) == 0  # consumed
+    assert not [r for r in caplog.records if r.name.startswith("cordstream")]
