@@ -107,6 +107,14 @@ class StreamOrchestrator(StopRequests):
 _REQUEST_KINDS: Final = {"stopped_by_user": "stop", "follow_up_interrupt": "follow_up"}
 
 
+def _stop_latency(result: StreamResult, fed: set[StopRequest], stops: StopRegistry) -> float | None:
+    """For telemetry: from the first request of the kind that ended the stream to now, on the
+    registry's clock; None when no request ended it."""
+    kind = _REQUEST_KINDS.get(result.status)
+    asked = [request.at for request in fed if request.kind == kind]
+    return stops.now() - min(asked) if asked else None
+
+
 class _Stream:
     """One `stream_to_discord` call (see the module docstring)."""
 
@@ -287,10 +295,7 @@ class _Stream:
                 assert_never(effect)
 
     def conclude(self, result: StreamResult) -> None:
-        # Stop latency (telemetry): from the first request of the kind that ended the stream.
-        kind = _REQUEST_KINDS.get(result.status)
-        asked = [request.at for request in self.fed if request.kind == kind]
-        self.watch.concluded(result, self.stops.now() - min(asked) if asked else None)
+        self.watch.concluded(result, _stop_latency(result, self.fed, self.stops))
         self.result = result
         self.courier.stop_views()  # K2: a click from now on stops nothing (B11)
         self.provider.stop()

@@ -47,6 +47,7 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Final, Self
 
@@ -71,6 +72,7 @@ HEARTBEAT: Final = 2.0
 process killed is noticed within about four heartbeats."""
 
 Fields = dict[str, str]
+Apply = Callable[[object, dict[Any, Any]], None]
 
 
 def _context_out(context: object) -> str:
@@ -130,42 +132,33 @@ class RedisStopRegistry(StopRegistry):
         self.url = url
         self.namespace = namespace
         self.process = uuid.uuid4().hex[:16]
-        self.key = f"{namespace}:stops"
-        self._client = (
-            client
-            if client is not None
-            else aioredis.from_url(
-                url, socket_timeout=SOCKET_TIMEOUT, socket_connect_timeout=SOCKET_TIMEOUT / 2
-            )
+        self.log = _Log(
+            url, namespace, self.process, heartbeat=heartbeat, max_age=max_age, client=client
         )
         self._at: float | None = None  # the time of the change being applied
-        self._last = "0-0"
         self._mine: dict[str, tuple[asyncio.Future[Any], object]] = {}  # nonce -> (answer, context)
         self._remote: dict[str, StopReader] = {}  # reader id -> a stream of another process
         self._owners: dict[str, set[str]] = {}  # process -> its readers' ids, as seen
         self._ids: dict[int, tuple[str, StopRequest]] = {}  # id(request) -> (its change, it)
         self._by_change: dict[str, StopRequest] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._running: list[asyncio.Task[None]] = []
-        self._closing = asyncio.Event()
-        self.heartbeat = heartbeat
-
-    # -- the registry's clock: a change's time while it is applied ---------------------------
+        self._tasks: set[asyncio.Task[None]] = set()  # changes being appended
+        self._running: list[asyncio.Task[None]] = []  # following the log; the heartbeat
 
     def _now(self) -> float:
+        """The registry's clock: a change's time while it is applied, else the wall clock."""
         return time.time() if self._at is None else self._at
 
     # -- entering and leaving ----------------------------------------------------------------
 
     async def __aenter__(self) -> Self:
         try:
-            await self._say_alive()  # before any reader of this process can be seen
-            await self._catch_up()
+            await self.log.say_alive()  # before any reader of this process can be seen
+            await self.log.catch_up(self._apply)
         except (RedisError, OSError) as error:
             log.warning("stop registry: Redis at %s is unreachable (%s); retrying", self.url, error)
         self._running = [
-            asyncio.create_task(self._follow(), name="cordstream stops: follow"),
-            asyncio.create_task(self._heartbeat(), name="cordstream stops: heartbeat"),
+            asyncio.create_task(self.log.follow(self._apply), name="cordstream stops: follow"),
+            asyncio.create_task(self.log.heartbeat(self._watched), name="cordstream stops: alive"),
         ]
         return self
 
@@ -176,14 +169,16 @@ class RedisStopRegistry(StopRegistry):
         tb: TracebackType | None,
     ) -> None:
         # Not cancelled: a blocking read that is cancelled can leave redis-py waiting. The
-        # tasks see `_closing` within one block (FOLLOW_BLOCK) or one heartbeat's wait.
-        self._closing.set()
+        # tasks see the log closing within one block (FOLLOW_BLOCK) or one heartbeat's wait.
+        self.log.closing.set()
         for task in [*self._running, *self._tasks]:
             with contextlib.suppress(BaseException):
                 await task
-        with contextlib.suppress(RedisError, OSError):
-            await self._client.delete(self._alive_key(self.process))
-        await self._client.aclose()
+        await self.log.close()
+
+    def _watched(self) -> list[str]:
+        """The other processes whose streams this view knows."""
+        return [process for process, readers in self._owners.items() if readers]
 
     # -- what a bot asks (coroutines: the answer is the shared registry's) -------------------
 
@@ -221,12 +216,6 @@ class RedisStopRegistry(StopRegistry):
 
     # -- appending changes -------------------------------------------------------------------
 
-    async def _append(self, fields: Fields) -> str:
-        cutoff = int((time.time() - self._max_age - 60.0) * 1000)
-        sent: Any = fields
-        entry = await self._client.xadd(self.key, sent, minid=cutoff, approximate=True)
-        return entry.decode() if isinstance(entry, bytes) else str(entry)
-
     async def _ask(
         self, op: str, channel_id: int, fields: Fields, context: object, default: object = False
     ) -> Any:
@@ -235,7 +224,7 @@ class RedisStopRegistry(StopRegistry):
         self._mine[nonce] = (answer, context)
         change = {"op": op, "channel": str(channel_id), "proc": self.process, "nonce": nonce}
         try:
-            await self._append(change | fields)
+            await self.log.append(change | fields)
             return await asyncio.wait_for(answer, OPEN_TIMEOUT)
         except (RedisError, OSError, TimeoutError) as error:
             log.warning(
@@ -250,7 +239,7 @@ class RedisStopRegistry(StopRegistry):
 
         async def append() -> None:
             try:
-                await self._append(fields | {"proc": self.process})
+                await self.log.append(fields | {"proc": self.process})
             except (RedisError, OSError) as error:
                 log.warning("stop registry: a %s could not reach Redis: %r", fields["op"], error)
 
@@ -269,7 +258,7 @@ class RedisStopRegistry(StopRegistry):
         change = {"op": "open", "channel": str(reader.channel_id), "proc": self.process}
         change |= {"nonce": nonce, "reader": reader.id, "answering": str(reader.answering or "")}
         try:
-            await self._append(change)
+            await self.log.append(change)
             return list(await asyncio.wait_for(answer, OPEN_TIMEOUT))
         except (RedisError, OSError, TimeoutError) as error:
             log.warning("stop registry: a stream's reader opened locally only: %r", error)
@@ -283,35 +272,8 @@ class RedisStopRegistry(StopRegistry):
         self._readers.setdefault(reader.channel_id, []).append(reader)
         self._claim(reader)
 
-    # -- reading and applying changes --------------------------------------------------------
-
-    async def _catch_up(self) -> None:
-        """The changes still in Redis, applied; from then on, `_follow`."""
-        since = int((time.time() - self._max_age - 60.0) * 1000)
-        found: Any = await self._client.xrange(self.key, min=str(since))
-        for entry, fields in found:
-            self._apply(entry, fields)
-
-    async def _follow(self) -> None:
-        delay = 0.05
-        while not self._closing.is_set():
-            try:
-                block = int(FOLLOW_BLOCK * 1000)
-                got: Any = await self._client.xread({self.key: self._last}, count=500, block=block)
-                delay = 0.05
-            except (RedisError, OSError) as error:
-                log.warning("stop registry: reading Redis failed (%r); retrying", error)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._closing.wait(), delay)
-                delay = min(delay * 2, 2.0)
-                continue
-            for _, entries in got or ():
-                for entry, fields in entries:
-                    self._apply(entry, fields)
-
     def _apply(self, raw_entry: object, raw_fields: dict[Any, Any]) -> None:
         entry = raw_entry.decode() if isinstance(raw_entry, bytes) else str(raw_entry)
-        self._last = entry
         fields = {
             (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
             for k, v in raw_fields.items()
@@ -403,23 +365,91 @@ class RedisStopRegistry(StopRegistry):
             entry, _ = self._ids.pop(key)
             self._by_change.pop(entry, None)
 
-    # -- liveness ----------------------------------------------------------------------------
 
-    def _alive_key(self, process: str) -> str:
+class _Log:
+    """The Redis side: the stream of changes (append, read from the start, follow) and the
+    processes' heartbeats (see the module docstring)."""
+
+    def __init__(
+        self,
+        url: str,
+        namespace: str,
+        process: str,
+        *,
+        heartbeat: float,
+        max_age: float,
+        client: aioredis.Redis | None,
+    ) -> None:
+        self.namespace = namespace
+        self.process = process
+        self.heartbeat_every = heartbeat
+        self.max_age = max_age
+        self.key = f"{namespace}:stops"
+        self.client = client or aioredis.from_url(
+            url, socket_timeout=SOCKET_TIMEOUT, socket_connect_timeout=SOCKET_TIMEOUT / 2
+        )
+        self.last = "0-0"  # the last change read
+        self.closing = asyncio.Event()
+
+    def _kept_since(self) -> int:
+        """Changes older than this (ms) concern only expired entries (C8): trimmed."""
+        return int((time.time() - self.max_age - 60.0) * 1000)
+
+    async def append(self, fields: Fields) -> str:
+        sent: Any = fields
+        entry = await self.client.xadd(self.key, sent, minid=self._kept_since(), approximate=True)
+        return entry.decode() if isinstance(entry, bytes) else str(entry)
+
+    async def catch_up(self, apply: Apply) -> None:
+        """The changes still in Redis, applied; from then on, `follow`."""
+        found: Any = await self.client.xrange(self.key, min=str(self._kept_since()))
+        for entry, fields in found:
+            self._read(entry, fields, apply)
+
+    async def follow(self, apply: Apply) -> None:
+        delay = 0.05
+        while not self.closing.is_set():
+            try:
+                block = int(FOLLOW_BLOCK * 1000)
+                got: Any = await self.client.xread({self.key: self.last}, count=500, block=block)
+                delay = 0.05
+            except (RedisError, OSError) as error:
+                log.warning("stop registry: reading Redis failed (%r); retrying", error)
+                await self._pause(delay)
+                delay = min(delay * 2, 2.0)
+                continue
+            for _, entries in got or ():
+                for entry, fields in entries:
+                    self._read(entry, fields, apply)
+
+    def _read(self, entry: object, fields: dict[Any, Any], apply: Apply) -> None:
+        self.last = entry.decode() if isinstance(entry, bytes) else str(entry)
+        apply(entry, fields)
+
+    async def _pause(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.closing.wait(), seconds)
+
+    def alive_key(self, process: str) -> str:
         return f"{self.namespace}:alive:{process}"
 
-    async def _say_alive(self) -> None:
-        alive = round(3 * self.heartbeat * 1000)  # ms
-        await self._client.set(self._alive_key(self.process), "1", px=alive)
+    async def say_alive(self) -> None:
+        alive = round(3 * self.heartbeat_every * 1000)  # ms
+        await self.client.set(self.alive_key(self.process), "1", px=alive)
 
-    async def _heartbeat(self) -> None:
-        while not self._closing.is_set():
+    async def heartbeat(self, watched: Callable[[], list[str]]) -> None:
+        """This process is alive; a watched process whose key is gone is `gone` for all."""
+        while not self.closing.is_set():
             try:
-                await self._say_alive()
-                for process in [p for p, readers in self._owners.items() if readers]:
-                    if not await self._client.exists(self._alive_key(process)):
-                        await self._append({"op": "gone", "target": process, "proc": self.process})
+                await self.say_alive()
+                for process in watched():
+                    if not await self.client.exists(self.alive_key(process)):
+                        await self.append({"op": "gone", "target": process, "proc": self.process})
             except (RedisError, OSError) as error:
                 log.warning("stop registry: heartbeat failed: %r", error)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._closing.wait(), self.heartbeat)
+            await self._pause(self.heartbeat_every)
+
+    async def close(self) -> None:
+        with contextlib.suppress(RedisError, OSError):
+            await self.client.delete(self.alive_key(self.process))
+        await self.client.aclose()

@@ -170,9 +170,7 @@ CHILD: Final = textwrap.dedent(
     """
     import asyncio, sys
     from cordstream.shell import StreamConfig, StreamContext, StreamOrchestrator
-    from cordstream.domain.requests import StopRequest
-from cordstream.shell.redis_stops import RedisStopRegistry
-from cordstream.shell.stops import StopReader, StopRegistry
+    from cordstream.shell.redis_stops import RedisStopRegistry
     from cordstream.shell.testing import Hang, ScriptProvider, local_discord
 
     async def main(url: str, namespace: str) -> None:
