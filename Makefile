@@ -59,7 +59,7 @@ mutate: $(STAMP)
 	$(BIN)/python -m tests.mutation.run --sample $(or $(N),60) --seed $(or $(SEED),0) \
 	  --min $(or $(MIN),95) --max-children $(or $(JOBS),2)
 
-bench: $(STAMP)
+bench: $(STAMP) redis-server
 	$(BIN)/python -m bench
 
 # The soak (tests/soak/ says how): 5,000 randomized streams under faults through the real
