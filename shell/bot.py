@@ -194,8 +194,11 @@ class Conversations:
 
     def stop(self, channel_id: int, user_id: int, *, by: int) -> bool:
         """Stop the answer to `user_id` in the channel, for user `by` (the caller has checked
-        that `by` may: C10). False when no answer to that user runs there."""
-        if (channel_id, user_id) not in self._turns:
+        that `by` may: C10). False when no answer to that user runs there: no turn of this
+        bot's, and no stream its orchestrator's registry knows (on a `RedisStopRegistry`, a
+        stream of any process, N1)."""
+        answered = (channel_id, user_id) in self._turns
+        if not answered and not self.orchestrator.is_answering(channel_id, user_id):
             return False
         return registered(
             self.orchestrator.request_stop(channel_id, str(by), "/stop", answering=user_id)

@@ -373,3 +373,36 @@ async def test_B4_a_stop_that_lands_while_a_reader_opens_ends_the_stream_and_not
     assert api.text() == ""
     assert len(stops) == 0  # consumed
     assert not [r for r in caplog.records if r.name.startswith("cordstream")]
+
+
+async def test_C9_N1_a_slash_stop_in_the_gateway_stops_an_answer_a_worker_streams(
+    server: RedisServer,
+) -> None:
+    """The bot's `/stop` (its process: registry `here`) reaches an answer that another
+    process streams (registry `there`, the same channel), which no turn of the bot's holds."""
+    from cordstream.shell.bot import ChatBot  # noqa: PLC0415
+    from cordstream.shell.cli.botdemo import ScriptedAnswer  # noqa: PLC0415
+    from cordstream.shell.testing import local_bot  # noqa: PLC0415
+
+    def model(messages: Sequence[Mapping[str, object]]) -> ScriptedAnswer:
+        return ScriptedAnswer(["Not asked here."])
+
+    async with registries(server) as (here, there):
+        bot = ChatBot(model, orchestrator=StreamOrchestrator(here), guild_ready_timeout=0.05)
+        async with asyncio.timeout(60), local_bot(bot) as api:
+            alice = api.add_member("alice")
+            channel = bot.get_partial_messageable(api.channel_id)
+            worker = asyncio.ensure_future(
+                StreamOrchestrator(there).stream_to_discord(
+                    ScriptProvider(["From the worker.\n", Hang()]),
+                    LIVE,
+                    StreamContext(channel, answering=alice.id),
+                )
+            )
+            await api.wait_for_message(lambda m: "From the worker." in m.content)
+            await until(lambda: here.is_answering(api.channel_id, alice.id), "seen here")
+            stopped = await api.slash(alice, "stop")
+            await stopped.wait_until(lambda record: record.state == "responded")
+            assert [m.content for m in stopped.ephemeral] == ["Stopping your answer."]
+            result = await worker
+            assert result.status == "stopped_by_user"
