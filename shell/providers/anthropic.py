@@ -18,11 +18,12 @@ does not know as the first class of its union.
 
 Closing (B10, B11): the terminal chunk waits for the end of the body. The API closes the
 stream right after `message_stop`, and the adapter reads it out before yielding the terminal
-chunk, so the SDK's nested event generators finish on their own instead of being left to the
-garbage collector (which would close each in a task of its own, after the stream), and the
-connection goes back to the pool: this SDK's generators need no closing by the adapter. The
-SDK stream's HTTP response is still closed in `finally` on every exit path, the shell's
-`aclose()` between two chunks included.
+chunk, so the SDK's nested event generators finish on their own and the connection goes back to
+the pool. A stream closed mid-answer (a stop, the shell's `aclose()` between two chunks) leaves
+them suspended: the adapter closes them itself, outer first, as it does for openai's (the same
+Stainless layout, `base.stream_iterator`), instead of leaving them to the garbage collector,
+which would close each in a task of its own, after the stream. The SDK stream's HTTP response
+is closed in `finally` on every exit path.
 
 It never sets the client's retries or timeouts and never closes the client.
 """
@@ -56,6 +57,7 @@ AnthropicItem: TypeAlias = domain.ProcessedChunk
 """What `start_stream` yields: finished chunks (`base` says why `process_chunk` passes them on)."""
 
 _KEEP_ALIVE: Final = base.KEEP_ALIVE
+_SDK_PACKAGES: Final = ("anthropic.", "httpx2.", "httpcore2.")
 
 
 @dataclass
@@ -240,6 +242,7 @@ class AnthropicProvider(
 
     name = "anthropic"
     _label = "Anthropic"
+    _sdk_packages = _SDK_PACKAGES
     messages = base.ReadOnly[tuple[MessageParam, ...]]()
     max_tokens = base.ReadOnly[int]()
     system = base.ReadOnly[str | Sequence[TextBlockParam] | None]()
@@ -321,6 +324,9 @@ class AnthropicProvider(
 
     def _failure(self, error: Exception) -> domain.ProviderError | None:
         return _failure(error)
+
+    def _sdk_root(self, stream: anthropic.AsyncStream[RawMessageStreamEvent]) -> object:
+        return base.stream_iterator(stream)  # the generator under the stream, and its own
 
     async def _close_stream(self, stream: anthropic.AsyncStream[RawMessageStreamEvent]) -> None:
         await stream.close()

@@ -270,13 +270,20 @@ class Adapter(ABC, Generic[ClientT, StreamT, TurnT]):
         noted: list[AsyncGenerator[Any, Any]] = []
         try:
             stream = await self._open()
+            # The SDK's own `async for`: its generator resumed per event (its `__anext__`, a
+            # coroutine made per event, costs more); not `async for`: no generator of our own.
+            events = aiter(stream)
+            if events is not stream and inspect.isasyncgen(events):
+                noted.append(events)  # the outermost of them
+            looked = not self._sdk_packages
             while True:
                 try:
-                    event = await anext(stream)  # not `async for`: no generator of our own
+                    event = await anext(events)
                 except StopAsyncIteration:
                     break
-                if not noted and self._sdk_packages:
-                    noted = sdk_generators(self._sdk_root(stream), self._sdk_packages)
+                if not looked:
+                    looked = True
+                    noted += sdk_generators(self._sdk_root(stream), self._sdk_packages)
                 chunk = answer.take(event)
                 if chunk is not None:
                     yield chunk

@@ -1003,6 +1003,25 @@ async def test_closing_the_adapter_between_chunks_closes_the_http_stream() -> No
         assert responses[0].is_closed
 
 
+async def test_closing_mid_answer_leaves_no_sdk_generator_to_the_event_loop() -> None:
+    # B11: closed mid-answer, the adapter closes the SDK's suspended generators itself (its
+    # `async for` generator and those under it), so none is handed to the event loop's
+    # finalizer, which would close it in a task of its own, after the call.
+    frames = wire(message_start(), *text_block(0, "Some", " text")[:-1])
+    with adapters.finalized_generators() as handed:
+        async with recorded(frames) as (served, responses):
+            provider = claude(served.client, max_tokens=64)
+            iterator = provider.start_stream(
+                StreamConfig(delivery="messages"), adapters.ADAPTER_ONLY
+            )
+            seen = [provider.process_chunk(await anext(iterator)) for _ in range(3)]
+            assert adapters.text_of(seen) == "Some"
+            await iterator.aclose()  # type: ignore[attr-defined]  # an async generator
+            del iterator
+            assert responses[0].is_closed
+    assert handed == []
+
+
 async def test_closing_early_leaves_no_task_behind() -> None:
     # The core closes the adapter right after a FunctionCallChunk, before the SDK's generator
     # is exhausted; the adapter closes it then, not the garbage collector in a task of its own.

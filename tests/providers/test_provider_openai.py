@@ -1157,6 +1157,20 @@ async def test_aclose_mid_stream_closes_the_http_response() -> None:
         await asyncio.wait_for(server.server.disconnected.wait(), 1.0)
 
 
+async def test_closing_mid_answer_leaves_no_sdk_generator_to_the_event_loop() -> None:
+    # B11: the adapter's `async for` generator of the SDK's and those under it, closed by the
+    # adapter, not handed to the event loop's finalizer.
+    with adapters.finalized_generators() as handed:
+        async with hanging([ROLE, chunk({"content": "Hello"})]) as server:
+            provider = chat(server.client)
+            stream = provider.start_stream(StreamConfig(delivery="messages"), adapters.ADAPTER_ONLY)
+            await anext(stream)
+            assert provider.process_chunk(await anext(stream)) == domain.TextChunk("Hello")
+            await stream.aclose()  # type: ignore[attr-defined]  # an async generator
+            del stream
+    assert handed == []
+
+
 async def test_a_stop_while_the_model_hangs_closes_the_http_response() -> None:
     frames = [ROLE, chunk({"content": "Hello\n"})]
     async with stage() as s, hanging(frames) as server:

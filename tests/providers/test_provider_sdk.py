@@ -33,8 +33,6 @@ from tests.support import adapters
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.looptime]
 
-ANTHROPIC_PACKAGES = ("anthropic.", "httpx2.", "httpcore2.")
-
 
 def _name(generator: object) -> str:
     """`module.function` of a suspended async generator."""
@@ -140,19 +138,33 @@ async def test_B10_google_genai_holds_its_response_generators_in_its_http_respon
         assert all(inspect.isasyncgen(g) and g.ag_frame is None for g in found)  # closed
 
 
-async def test_B11_anthropic_finishes_its_own_generators_once_the_body_is_read() -> None:
-    # Why the Anthropic adapter closes none itself: it reads the body out (see its docstring).
+async def test_B11_anthropic_keeps_the_generator_under_its_stream_in_a_private_iterator() -> None:
+    # The same Stainless layout as openai's: suspended mid-answer, the generators under the
+    # stream are what the adapter closes itself; read out, the SDK has finished them.
     sdk = f"anthropic {version('anthropic')}"
-    frames = [sse({"type": "message_stop"}, event="message_stop")]
+    frames = [
+        sse({"type": "content_block_stop", "index": 0}, event="content_block_stop"),
+        sse({"type": "message_stop"}, event="message_stop"),
+    ]
     async with adapters.anthropic_served(Reply(frames=frames)) as served:
         stream = await served.client.messages.create(
             model="claude", messages=[{"role": "user", "content": "Hi"}], max_tokens=8, stream=True
         )
-        assert [event.type async for event in stream] == ["message_stop"]
-        iterator = base.stream_iterator(stream)
-        assert inspect.isasyncgen(iterator), f"{sdk}: AsyncStream has no generator to read"
-        assert base.sdk_generators(iterator, ANTHROPIC_PACKAGES) == [], sdk
-        assert AnthropicProvider._sdk_packages == ()
+        try:
+            assert (await anext(stream)).type == "content_block_stop"
+            iterator = base.stream_iterator(stream)
+            assert inspect.isasyncgen(iterator), (
+                f"{sdk}: AsyncStream has no {base.STREAM_ITERATOR!r}"
+            )
+            assert _name(iterator) == "anthropic._streaming.__stream__", sdk
+            found = base.sdk_generators(iterator, AnthropicProvider._sdk_packages)
+            names = [_name(generator) for generator in found]
+            assert names[0] == "anthropic._streaming.__stream__", (sdk, names)
+            assert any(name.startswith("httpx2.") for name in names), (sdk, names)
+            assert [event.type async for event in stream] == ["message_stop"]
+            assert base.sdk_generators(iterator, AnthropicProvider._sdk_packages) == [], sdk
+        finally:
+            await stream.close()
 
 
 async def test_G4_google_genai_keeps_the_api_key_on_its_private_api_client() -> None:

@@ -15,10 +15,20 @@ Discord; `stage()` (tests/support/stage.py) is there for the same streams end to
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+import gc
+import sys
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from typing import Final, Generic, Literal, TypeVar, cast
+from typing import Any, Final, Generic, Literal, TypeVar, cast
 
 import anthropic
 import discord
@@ -186,3 +196,24 @@ def tasks_left(before: set[asyncio.Task[object]]) -> set[asyncio.Task[object]]:
         for task in other_tasks() - before
         if "RequestHandler" not in getattr(task.get_coro(), "__qualname__", "")
     }
+
+
+@contextmanager
+def finalized_generators() -> Iterator[list[AsyncGenerator[Any, Any]]]:
+    """The async generators handed to the event loop's finalizer while inside: those nobody
+    closed, which the loop would close in a task of its own, after the call (B11). For
+    generators first iterated inside the block."""
+    handed: list[AsyncGenerator[Any, Any]] = []
+    hooks = sys.get_asyncgen_hooks()
+
+    def finalizer(generator: AsyncGenerator[Any, Any]) -> None:
+        handed.append(generator)
+        if hooks.finalizer is not None:
+            hooks.finalizer(generator)
+
+    sys.set_asyncgen_hooks(firstiter=hooks.firstiter, finalizer=finalizer)
+    try:
+        yield handed
+        gc.collect()  # a generator only the collector frees is finalized now
+    finally:
+        sys.set_asyncgen_hooks(*hooks)
