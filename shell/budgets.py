@@ -9,6 +9,10 @@ embed send of every stream; the channel budget (`set_channel_budget`, by default
 The one idea: a budget is read at every decision, never copied, and a change wakes every
 pacer that watches (`watch`), so requests already waiting are judged by the new budget at once.
 
+With several processes of one bot, `share` adds the budgets they spend together (a
+`cordstream.shell.redis_budgets.RedisBudgets`, registered while it is open): a request then
+takes a turn there too (`cordstream.shell.ratelimit`).
+
 What it never does: count requests or wait. The counting is `cordstream.domain.pacing`'s, the
 waiting `cordstream.shell.ratelimit`'s; this module only holds the two values.
 """
@@ -18,13 +22,18 @@ from __future__ import annotations
 import weakref
 from typing import Protocol
 
+from cordstream.domain.effects import Route
 from cordstream.domain.pacing import DISCORD_CHANNEL, DISCORD_GLOBAL, Budget
 
 __all__ = [
+    "Shared",
     "channel_budget",
     "global_budget",
     "set_channel_budget",
     "set_global_budget",
+    "share",
+    "shared",
+    "unshare",
     "watch",
 ]
 
@@ -33,6 +42,16 @@ class Watcher(Protocol):
     def budget_changed(self) -> None: ...
 
 
+class Shared(Protocol):
+    """The budgets as every process of the bot spends them (`cordstream.shell.redis_budgets`):
+    a turn there as well as in the process's own pacer. Never raises; returns once given."""
+
+    async def request_turn(self) -> float: ...
+    async def channel_turn(self, channel_id: int, route: Route, *, prompt: bool) -> float: ...
+    async def typing_turn(self, channel_id: int) -> bool: ...
+
+
+_sharing: list[Shared] = []  # the latest one opened is in use
 _global: Budget | None = DISCORD_GLOBAL
 _channel: Budget | None = DISCORD_CHANNEL
 _watchers: weakref.WeakSet[Watcher] = weakref.WeakSet()  # one pacer per live event loop
@@ -64,6 +83,23 @@ def set_channel_budget(budget: Budget | None) -> Budget | None:
     previous, _channel = _channel, _checked(budget, "set_channel_budget")
     _changed()
     return previous
+
+
+def shared() -> Shared | None:
+    """The budgets shared with the bot's other processes, while some are (None: this process's
+    budgets are the bot's)."""
+    return _sharing[-1] if _sharing else None
+
+
+def share(budgets: Shared) -> None:
+    """Take turns in `budgets` as well, from now on until `unshare(budgets)`."""
+    _sharing.append(budgets)
+
+
+def unshare(budgets: Shared) -> None:
+    """No longer take turns in `budgets` (the one shared before it, if any, again)."""
+    if budgets in _sharing:
+        _sharing.remove(budgets)
 
 
 def watch(watcher: Watcher) -> None:

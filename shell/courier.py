@@ -189,7 +189,7 @@ class Courier:
 
     async def typing(self) -> None:
         # Cosmetic: only when the budget has room now, never late (a failure changes nothing).
-        if ratelimit.pacer().try_acquire():
+        if await ratelimit.typing_turn(self.channel_id):
             await self.target.typing()
 
     async def await_turn(self, token: int, prompt: bool, route: Route) -> None:

@@ -88,6 +88,7 @@ __all__ = [
     "set_global_budget",
     "spacing",
     "turn",
+    "typing_turn",
 ]
 
 Ticket: TypeAlias = asyncio.Future[float]
@@ -200,10 +201,21 @@ async def turn(channel_id: int, *, prompt: bool, route: Route) -> float | None:
     turns = pacer()
     asked_at = turns.loop.time()
     granted_at = await turns.acquire(lane, with_global=False, prompt=prompt, route=route)
+    shared = budgets.shared()
+    if shared is not None:  # N2: the bot's other processes spend this channel's budget too
+        await shared.channel_turn(channel_id, route, prompt=prompt)
     watch = telemetry.current()
     if watch is not None:
-        watch.waited_turn(granted_at - asked_at)
+        watch.waited_turn(turns.loop.time() - asked_at)
     return granted_at
+
+
+async def typing_turn(channel_id: int) -> bool:
+    """Whether a typing indicator in `channel_id` fits in the budgets now; it never waits."""
+    if not pacer().try_acquire():
+        return False
+    shared = budgets.shared()
+    return shared is None or await shared.typing_turn(channel_id)
 
 
 def give_back(channel_id: int, route: Route, granted_at: float) -> None:
@@ -235,6 +247,10 @@ async def deliver(
     while True:
         asked_at = clock()
         granted_at = await turns.acquire()
+        shared = budgets.shared()
+        if shared is not None:  # N2: and in the bot's budget, shared with its other processes
+            await shared.request_turn()
+            granted_at = clock()
         result = await send()
         tries += 1
         decided = pacing.after_try(discord_api.retry_after(result), tries)

@@ -48,6 +48,7 @@ from cordstream.shell.testing.emulator import (
     RecordedRequest,
     SentMessage,
     discord_client,
+    discord_client_at,
     local_bot,
     local_discord,
 )
@@ -101,6 +102,7 @@ __all__ = [
     "Sleep",
     "Step",
     "discord_client",
+    "discord_client_at",
     "local_bot",
     "local_discord",
     "redis_server",

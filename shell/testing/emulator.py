@@ -1156,11 +1156,23 @@ async def discord_client(emulator: DiscordEmulator) -> AsyncIterator[discord.Cli
     one emulator-backed client at a time) and restores the previous value on exit, after
     closing the client.
     """
+    async with discord_client_at(emulator.base_url, emulator.token) as client:
+        yield client
+
+
+@asynccontextmanager
+async def discord_client_at(base_url: str, token: str) -> AsyncIterator[discord.Client]:
+    """`discord_client` for an emulator known by its `base_url` and `token` only: one that
+    another process runs, as each worker of a bot of several processes reaches one Discord.
+
+        async with discord_client_at(sys.argv[1], sys.argv[2]) as client:
+            channel = await client.fetch_channel(int(sys.argv[3]))
+    """
     previous = discord.http.Route.BASE
-    discord.http.Route.BASE = emulator.base_url
+    discord.http.Route.BASE = base_url
     client = discord.Client(intents=discord.Intents.none())
     try:
-        await client.login(emulator.token)
+        await client.login(token)
         yield client
     finally:
         try:
