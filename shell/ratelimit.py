@@ -201,12 +201,14 @@ async def turn(channel_id: int, *, prompt: bool, route: Route) -> float | None:
     turns = pacer()
     asked_at = turns.loop.time()
     granted_at = await turns.acquire(lane, with_global=False, prompt=prompt, route=route)
+    given_at = granted_at
     shared = budgets.shared()
     if shared is not None:  # N2: the bot's other processes spend this channel's budget too
         await shared.channel_turn(channel_id, route, prompt=prompt)
+        given_at = turns.loop.time()
     watch = telemetry.current()
     if watch is not None:
-        watch.waited_turn(turns.loop.time() - asked_at)
+        watch.waited_turn(given_at - asked_at)
     return granted_at
 
 

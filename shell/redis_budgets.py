@@ -100,9 +100,13 @@ class Lane:
     budget: Budget
     keep: int = 0
 
+    @property
+    def kept(self) -> int:
+        """The requests kept in hand: none when the budget has no room for them."""
+        return self.keep if self.budget.requests > self.keep else 0
+
     def args(self) -> list[int]:
-        keep = self.keep if self.budget.requests > self.keep else 0
-        return [self.budget.requests, math.ceil((self.budget.per + MARGIN) * 1000), keep]
+        return [self.budget.requests, math.ceil((self.budget.per + MARGIN) * 1000), self.kept]
 
 
 class RedisBudgets:
@@ -235,5 +239,5 @@ class RedisBudgets:
 
     def _share(self, lane: Lane) -> Budget:
         budget = lane.budget
-        requests = max(1, (budget.requests - lane.keep) // self._processes)
+        requests = max(1, (budget.requests - lane.kept) // self._processes)
         return Budget(requests, budget.per + MARGIN)
