@@ -47,7 +47,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, Final, Self
 
@@ -61,7 +61,8 @@ log = logging.getLogger("cordstream.redis")
 
 OPEN_TIMEOUT: Final = 1.0
 """How long a request or a reader's opening waits for its change to come back before it is
-given up on (a request: False; a reader: it opens on the local replica)."""
+given up on (a request that Redis took counts as made: every process applies it as it reads
+it; a reader opens on the local replica)."""
 SOCKET_TIMEOUT: Final = 1.0
 """A Redis that does not answer within this is a failed call (a slow or hung Redis, N3): no
 request, and no stream's start, waits on it for longer."""
@@ -139,8 +140,7 @@ class RedisStopRegistry(StopRegistry):
         self._mine: dict[str, tuple[asyncio.Future[Any], object]] = {}  # nonce -> (answer, context)
         self._remote: dict[str, StopReader] = {}  # reader id -> a stream of another process
         self._owners: dict[str, set[str]] = {}  # process -> its readers' ids, as seen
-        self._ids: dict[int, tuple[str, StopRequest]] = {}  # id(request) -> (its change, it)
-        self._by_change: dict[str, StopRequest] = {}
+        self._names = _Names(self._entries)
         self._tasks: set[asyncio.Task[None]] = set()  # changes being appended
         self._running: list[asyncio.Task[None]] = []  # following the log; the heartbeat
 
@@ -190,11 +190,11 @@ class RedisStopRegistry(StopRegistry):
         *,
         answering: int | None = None,
     ) -> bool:
-        """`StopRegistry.request_stop`, for every process: True once registered; False if it
-        could not be (Redis unreachable: logged, N3)."""
+        """`StopRegistry.request_stop`, for every process: True once registered (in Redis,
+        for every process to apply); False if it could not be (Redis unreachable: logged, N3)."""
         fields = {"requester": requester_id or "", "answering": str(answering or "")}
         fields["context"] = _context_out(context)
-        return bool(await self._ask("stop", channel_id, fields, context, default=False))
+        return bool(await self._ask("stop", channel_id, fields, context))
 
     async def request_follow_up(self, channel_id: int, requester_id: str) -> bool:  # type: ignore[override]
         """`StopRegistry.request_follow_up`, for every process (False: refused, or Redis
@@ -207,8 +207,14 @@ class RedisStopRegistry(StopRegistry):
     ) -> tuple[StopRequest, ...]:
         """`StopRegistry.discard`, for every process (nothing, when Redis is unreachable)."""
         fields = {"answering": str(answering or "")}
-        found = await self._ask("discard", channel_id, fields, None, default=())
+        found = await self._ask("discard", channel_id, fields, None, no=())
         return tuple(found)
+
+    def consume(self, channel_id: int, request: StopRequest) -> None:
+        """`StopRegistry.consume`, here at once and for every process (in the background)."""
+        fields = {"op": "take", "channel": str(channel_id), **self._ref(request)}
+        super().consume(channel_id, request)
+        self._publish(fields)
 
     def reader(self, channel_id: int, answering: int | None = None) -> SharedStopReader:
         """A stream's reader: opened (and registered) by its `start`, through Redis."""
@@ -217,20 +223,27 @@ class RedisStopRegistry(StopRegistry):
     # -- appending changes -------------------------------------------------------------------
 
     async def _ask(
-        self, op: str, channel_id: int, fields: Fields, context: object, default: object = False
+        self, op: str, channel_id: int, fields: Fields, context: object, *, no: object = False
     ) -> Any:
-        nonce = uuid.uuid4().hex
+        """Append a change, then wait until this process has applied it: its outcome. Not
+        appended: `no` (logged). Appended but not read back within `OPEN_TIMEOUT` (this
+        process's reading lags): every process applies it as it reads it, so it counts as
+        made: True, or `no` for a discard (nothing known to be dropped); logged."""
+        nonce, what = uuid.uuid4().hex, f"a {op} in channel {channel_id}"
         answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._mine[nonce] = (answer, context)
         change = {"op": op, "channel": str(channel_id), "proc": self.process, "nonce": nonce}
         try:
-            await self.log.append(change | fields)
-            return await asyncio.wait_for(answer, OPEN_TIMEOUT)
-        except (RedisError, OSError, TimeoutError) as error:
-            log.warning(
-                "stop registry: a %s in channel %s was not registered: %r", op, channel_id, error
-            )
-            return default
+            try:
+                await self.log.append(change | fields)
+            except (RedisError, OSError, TimeoutError) as error:
+                log.warning("stop registry: %s was not registered: %r", what, error)
+                return no
+            try:
+                return await asyncio.wait_for(answer, OPEN_TIMEOUT)
+            except TimeoutError:
+                log.warning("stop registry: %s is in Redis, not yet read back here", what)
+                return True if no is False else no
         finally:
             self._mine.pop(nonce, None)
 
@@ -248,8 +261,7 @@ class RedisStopRegistry(StopRegistry):
         task.add_done_callback(self._tasks.discard)
 
     def _ref(self, request: StopRequest) -> Fields:
-        known = self._ids.get(id(request))
-        return {"entry": known[0] if known is not None and known[1] is request else ""}
+        return {"entry": self._names.change_of(request)}
 
     async def _open(self, reader: SharedStopReader) -> list[StopRequest]:
         nonce = uuid.uuid4().hex
@@ -300,7 +312,7 @@ class RedisStopRegistry(StopRegistry):
         own = proc == self.process
         if op == "stop":
             context = mine[1] if mine is not None else json.loads(fields.get("context") or "null")
-            before = set(self._entry_ids(channel_id))
+            before = self._names.ids(channel_id)
             accepted = StopRegistry.request_stop(
                 self,
                 channel_id,
@@ -308,12 +320,12 @@ class RedisStopRegistry(StopRegistry):
                 context,
                 answering=_answering(fields["answering"]),
             )
-            self._name_new(channel_id, before, entry)
+            self._names.name_new(channel_id, before, entry)
             return accepted
         if op == "follow_up":
-            before = set(self._entry_ids(channel_id))
+            before = self._names.ids(channel_id)
             accepted = StopRegistry.request_follow_up(self, channel_id, fields["requester"])
-            self._name_new(channel_id, before, entry)
+            self._names.name_new(channel_id, before, entry)
             return accepted
         if op == "discard":
             return StopRegistry.discard(self, channel_id, answering=_answering(fields["answering"]))
@@ -331,11 +343,13 @@ class RedisStopRegistry(StopRegistry):
             for reader_id in list(self._owners.get(fields.get("target", ""), ())):
                 self._forget(fields["target"], reader_id)
             return None
-        if own:  # consume, close: applied when they were made
+        if own:  # consume, take, close: applied when they were made
             return None
+        request = self._names.request(fields.get("entry", ""))
+        if op == "take" and request is not None:
+            StopRegistry.consume(self, channel_id, request)
         reader = self._remote.get(fields.get("reader", ""))
         if op == "consume" and reader is not None:
-            request = self._by_change.get(fields.get("entry", ""))
             if request is not None:
                 self._consume(reader, request)
         elif op == "close" and reader is not None:
@@ -348,22 +362,36 @@ class RedisStopRegistry(StopRegistry):
         if reader is not None:
             self._close(reader)
 
-    def _entry_ids(self, channel_id: int) -> list[int]:
-        return [id(e.request) for e in self._entries.get(channel_id, {}).values()]
 
-    def _name_new(self, channel_id: int, before: set[int], entry: str) -> None:
-        """The entry a change made is known by that change's id in every process."""
+class _Names:
+    """Which change made which entry: an entry is known by that change's id in every process
+    (a consume or a take names it so)."""
+
+    def __init__(self, entries: Mapping[int, Mapping[Any, Any]]) -> None:
+        self._entries = entries  # the registry's own, read only
+        self._ids: dict[int, tuple[str, StopRequest]] = {}  # id(request) -> (its change, it)
+        self._by_change: dict[str, StopRequest] = {}
+
+    def ids(self, channel_id: int) -> set[int]:
+        return {id(e.request) for e in self._entries.get(channel_id, {}).values()}
+
+    def name_new(self, channel_id: int, before: set[int], change: str) -> None:
+        """The entry `change` made (not among `before`) is known by the change's id."""
         for stored in self._entries.get(channel_id, {}).values():
             if id(stored.request) not in before:
-                self._ids[id(stored.request)] = (entry, stored.request)
-                self._by_change[entry] = stored.request
-        self._prune()
-
-    def _prune(self) -> None:
+                self._ids[id(stored.request)] = (change, stored.request)
+                self._by_change[change] = stored.request
         live = {id(e.request) for slots in self._entries.values() for e in slots.values()}
         for key in [key for key in self._ids if key not in live]:
-            entry, _ = self._ids.pop(key)
-            self._by_change.pop(entry, None)
+            gone, _ = self._ids.pop(key)
+            self._by_change.pop(gone, None)
+
+    def change_of(self, request: StopRequest) -> str:
+        known = self._ids.get(id(request))
+        return known[0] if known is not None and known[1] is request else ""
+
+    def request(self, change: str) -> StopRequest | None:
+        return self._by_change.get(change)
 
 
 class _Log:

@@ -151,6 +151,35 @@ async def test_C1_discard_forgets_a_pending_request_in_every_process(server: Red
         await until(lambda: not here.has_stop_request(5), "gone here too")
 
 
+async def test_C5_a_request_consumed_through_the_registry_is_gone_in_every_process(
+    server: RedisServer,
+) -> None:
+    async with registries(server) as (here, there):
+        assert await here.request_stop(7, "42")
+        await until(lambda: there.has_stop_request(7), "seen there")
+        request = there.peek(7)
+        assert request is not None
+        assert request.requester_id == "42"
+        there.consume(7, request)
+        assert not there.has_stop_request(7)  # at once where it was consumed
+        await until(lambda: not here.has_stop_request(7), "gone here too")
+
+
+async def test_N3_a_request_redis_took_counts_as_made_while_this_process_lags_behind(
+    server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Appended, but this process does not read its change back within `OPEN_TIMEOUT` (its
+    reading of Redis lags): every other process applies it, so it is not reported refused."""
+    caplog.set_level(logging.WARNING, logger="cordstream")
+    async with registries(server) as (here, there):
+        following = here._running[0]  # this process's reading of the changes: stalled
+        following.cancel()
+        await asyncio.wait([following])
+        assert await here.request_stop(6, "42") is True
+        await until(lambda: there.has_stop_request(6), "applied by the other process")
+    assert any("not yet read back here" in record.getMessage() for record in caplog.records)
+
+
 async def test_N3_an_unreachable_redis_refuses_requests_and_streams_go_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
