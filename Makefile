@@ -73,8 +73,10 @@ bench: $(STAMP) redis-server
 soak: $(STAMP)
 	$(BIN)/python -m tests.soak $(ARGS)
 
-demo: $(STAMP)
-	$(BIN)/cordstream demo $(ARGS)
+# ARGS=--cluster: the bot of several processes (examples/cluster), with a real redis-server.
+CLUSTER := $(filter --cluster,$(ARGS))
+demo: $(STAMP) $(if $(CLUSTER),redis-server)
+	$(if $(CLUSTER),$(BIN)/python -m examples.cluster $(filter-out --cluster,$(ARGS)),$(BIN)/cordstream demo $(ARGS))
 
 lock: $(STAMP)
 	{ echo '# Exact versions `make` installs (pip -c). Regenerate with `make lock` after changing pyproject.toml.'; \

@@ -185,7 +185,12 @@ class StopRegistry:
 
     def is_answering(self, channel_id: int, user_id: int) -> bool:
         """Whether a stream answering `user_id` runs in the channel (C9)."""
-        return any(r.answering == user_id for r in self._readers.get(channel_id, ()))
+        return self.streaming(channel_id, user_id)
+
+    def streaming(self, channel_id: int, answering: int | None) -> bool:
+        """Whether the answer to `answering` (None: the channel's answer) streams in the
+        channel (on a shared registry: in any process)."""
+        return any(r.answering == answering for r in self._readers.get(channel_id, ()))
 
     def listen(self, channel_id: int, listener: Listener) -> Callable[[], None]:
         """Call `listener` whenever an entry is registered for the channel; returns unlisten."""
