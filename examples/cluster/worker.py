@@ -29,6 +29,7 @@ from cordstream.shell import StreamConfig, StreamContext, StreamOrchestrator, St
 from cordstream.shell.providers import OpenAIChatProvider
 from cordstream.shell.redis_budgets import RedisBudgets
 from cordstream.shell.redis_stops import RedisStopRegistry
+from cordstream.shell.stops import answer_of
 from examples.bot import SYSTEM
 from examples.cluster.jobs import Job, discord_at, take, until_terminated
 
@@ -51,6 +52,10 @@ async def answer(
         answering=job.user_id,
         stop_button=True,
     )
+    # A fresh answer starts clean (B4): a request for this user that no running stream is to
+    # take (one that came as their last answer ended) must not end this one. A follow-up that
+    # their running answer is still to take stays: it is that answer's.
+    await answer_of(orchestrator.discard_requests(job.channel_id, answering=job.user_id))
     result = await orchestrator.stream_to_discord(model(job.question), config, context)
     return {
         "pid": os.getpid(),
