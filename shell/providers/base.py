@@ -270,12 +270,16 @@ class Adapter(ABC, Generic[ClientT, StreamT, TurnT]):
         noted: list[AsyncGenerator[Any, Any]] = []
         try:
             stream = await self._open()
-            # The SDK's own `async for`: its generator resumed per event (its `__anext__`, a
+            # The generator under the SDK's stream where the adapter knows it (`_sdk_root`: the
+            # Stainless SDKs' `_iterator`, which their `async for` only passes on), else the
+            # SDK's own `async for`: a generator resumed per event (its `__anext__`, a
             # coroutine made per event, costs more); not `async for`: no generator of our own.
-            events = aiter(stream)
+            root = self._sdk_root(stream)
+            events = root if inspect.isasyncgen(root) else aiter(stream)
             if events is not stream and inspect.isasyncgen(events):
                 noted.append(events)  # the outermost of them
             looked = not self._sdk_packages
+            take = answer.take
             while True:
                 try:
                     event = await anext(events)
@@ -284,7 +288,7 @@ class Adapter(ABC, Generic[ClientT, StreamT, TurnT]):
                 if not looked:
                     looked = True
                     noted += sdk_generators(self._sdk_root(stream), self._sdk_packages)
-                chunk = answer.take(event)
+                chunk = take(event)
                 if chunk is not None:
                     yield chunk
         except Exception as error:
