@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 
+from cordstream.shell.buttons import STOP_BUTTON_PREFIX
 from cordstream.shell.cli.console import View, channel, follow
 from cordstream.shell.testing import DiscordEmulator, Hang, RateLimits, ScriptProvider, Sleep
 from cordstream.shell.testing.emulator import SentMessage
@@ -252,27 +253,14 @@ class _Story:
 
     async def streaming(self, which: Callable[[SentMessage], bool]) -> SentMessage:
         """Wait until a message that `which` picks is streaming (its Stop button on it)."""
-        changed = asyncio.Event()
-        stop_listening = self.api.on_change(lambda _: changed.set())
-        try:
-            async with asyncio.timeout(_WAIT):
-                while True:
-                    found = [m for m in self.api.messages() if which(m) and m.components]
-                    if found:
-                        return found[-1]
-                    changed.clear()
-                    await changed.wait()
-        finally:
-            stop_listening()
+        return await self.api.wait_for_message(
+            lambda message: which(message) and bool(message.components), timeout=_WAIT
+        )
 
 
 def _stop_button(message: SentMessage) -> str:
     """The custom id of the Stop button on `message`."""
-    for row in message.components:
-        for component in row.get("components") or ():
-            if component.get("type") == 2 and "custom_id" in component:
-                return str(component["custom_id"])
-    raise RuntimeError(f"message {message.id} has no Stop button")
+    return next(found for found in message.custom_ids if found.startswith(STOP_BUTTON_PREFIX))
 
 
 def render(demo: ClusterDemo) -> str:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 from cordstream.domain import FunctionCall, FunctionCallChunk
 from cordstream.shell.bot import ChatBot, Message, Question
+from cordstream.shell.buttons import STOP_BUTTON_PREFIX
 from cordstream.shell.cli.console import Failure, Log, View, channel, follow, why
 from cordstream.shell.cli.dice import roll_dice
 from cordstream.shell.providers.base import ToolOutcome
@@ -257,18 +258,9 @@ class _Story:
 
     async def streaming(self, which: Callable[[SentMessage], bool]) -> SentMessage:
         """Wait until a message that `which` picks is streaming (its Stop button on it)."""
-        changed = asyncio.Event()
-        stop_listening = self.api.on_change(lambda _: changed.set())
-        try:
-            async with asyncio.timeout(_WAIT):
-                while True:
-                    found = [m for m in self.api.messages() if which(m) and m.components]
-                    if found:
-                        return found[-1]
-                    changed.clear()
-                    await changed.wait()
-        finally:
-            stop_listening()
+        return await self.api.wait_for_message(
+            lambda message: which(message) and bool(message.components), timeout=_WAIT
+        )
 
     async def watch(self) -> None:
         """Show the channel to the view every `_POLL` seconds (a `Terminal` redraws it)."""
@@ -284,11 +276,7 @@ _POLL = 0.05
 
 def _stop_button(message: SentMessage) -> str:
     """The custom id of the Stop button on `message`."""
-    for row in message.components:
-        for component in row.get("components") or ():
-            if component.get("type") == 2 and "custom_id" in component:
-                return str(component["custom_id"])
-    raise RuntimeError(f"message {message.id} has no Stop button")
+    return next(found for found in message.custom_ids if found.startswith(STOP_BUTTON_PREFIX))
 
 
 def render(demo: BotDemo) -> str:

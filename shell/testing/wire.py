@@ -16,7 +16,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Literal, Protocol, cast
 
 from aiohttp import web
 
@@ -269,6 +269,16 @@ class SentMessage:
     edits: int = 0
     components: tuple[JSONObject, ...] = ()
     interaction_id: int | None = None
+
+    @property
+    def custom_ids(self) -> tuple[str, ...]:
+        """The custom ids of the message's components (its buttons, menus), in order."""
+        return tuple(
+            str(component["custom_id"])
+            for row in self.components
+            for component in cast("list[JSONObject]", row.get("components") or ())
+            if "custom_id" in component
+        )
 
 
 @dataclass(frozen=True)
