@@ -4,7 +4,8 @@ A `redis-server`, the local Discord (in this process), the gateway and two worke
 processes of their own, `examples.cluster.gateway` and `.worker` on a scripted model), then:
 
 1. alice mentions the bot with a question: a worker streams her answer, with a Stop button;
-   carol presses it: the click reaches the gateway, which refuses it (C10), privately;
+   carol presses it, then tries `/stop user:alice`: the gateway refuses both (C10),
+   privately;
 2. bob asks with `/ask`: the gateway shows his question, a worker streams the answer to it;
 3. alice writes again: the gateway interrupts her answer alone (in whichever worker streams
    it) and queues her new question; bob's answer goes on;
@@ -224,7 +225,10 @@ class _Story:
             self.note("carol presses Stop on alice's answer")
             refused = await api.click(carol, tea.id, _stop_button(tea))
             await refused.wait_until(lambda record: bool(record.ephemeral))
-            self.refusal = [message.content for message in refused.ephemeral]
+            self.note("carol: /stop user:alice")
+            told = await api.slash(carol, "stop", {"user": alice})
+            await told.wait_until(lambda record: bool(record.ephemeral))
+            self.refusal = [m.content for m in (*refused.ephemeral, *told.ephemeral)]
             for line in self.refusal:
                 self.note(f"the gateway tells carol, and only her: {line}")
 

@@ -32,8 +32,10 @@ async def test_N1_C9_C10_K2_a_gateway_stops_and_interrupts_answers_its_workers_s
     assert ended["alice", GREEN_TEA].status == "completed"
     order = [(names[end.user], end.question) for end in demo.ended]
     assert order.index(("alice", TEA)) < order.index(("bob", DICE))  # bob's outlived it
-    # carol's click was refused by the gateway (C10), privately, and stopped nothing.
-    assert demo.refusal == [STOP_REFUSED]
+    # carol's click and her /stop of alice's answer were refused by the gateway (C10),
+    # privately, and stopped nothing.
+    alice = next(who for who, name in names.items() if name == "alice")
+    assert demo.refusal == [STOP_REFUSED, f"Only <@{alice}> or a moderator can stop that answer."]
     # Streamed by the workers, not by the gateway or this process.
     assert {end.worker for end in demo.ended} <= set(demo.workers)
     assert demo.gateway not in demo.workers
