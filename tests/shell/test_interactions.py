@@ -31,7 +31,7 @@ from cordstream.shell import (
     ratelimit,
     run_turn,
 )
-from cordstream.shell.buttons import STOP_BUTTON_PREFIX, STOP_REFUSED
+from cordstream.shell.buttons import STOP_BUTTON_PREFIX, STOP_REFUSED, stop_clicks
 from cordstream.shell.stops import StopRegistry
 from cordstream.shell.testing import (
     DiscordEmulator,
@@ -698,6 +698,41 @@ async def test_K2_a_moderators_click_stops_the_answer_to_someone_else() -> None:
             "Alice's answer begins here",
             [],
         )
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_K2_N1_stop_clicks_leave_a_click_on_this_processes_own_button_to_its_view() -> None:
+    """A process that streams answers and also takes other processes' Stop clicks
+    (`stop_clicks`): a click on its own answer's button is handled once, by the view."""
+    provider = ScriptProvider(["Alice's answer begins", Sleep(2.0), " here", Hang()])
+    async with asking([provider], stop_button=True) as s:
+        stops = s.orchestrator.stops
+        s.bot.add_dynamic_items(stop_clicks(stops))
+        requested: list[str | None] = []
+        request_stop = stops.request_stop
+
+        def counted(channel_id: int, requester_id: str | None = None, *a: Any, **k: Any) -> bool:
+            requested.append(requester_id)
+            return request_stop(channel_id, requester_id, *a, **k)
+
+        stops.request_stop = counted  # type: ignore[method-assign]
+        alice = s.api.add_member("alice")
+        asked = await s.api.slash(alice, "ask", {"question": "q"})
+        await asked.wait_until(lambda r: r.original is not None and "here" in r.original.content)
+        assert asked.original is not None
+        button = stop_button(asked.original)
+        assert button is not None
+        pressed = await s.api.click(alice, asked.original.id, button)
+        result = await s.result()
+        await pressed.wait_until()
+        # The task discord.py started for `stop_clicks`' item (before the view's): its end.
+        clicks = [t for t in asyncio.all_tasks() if t.get_name().startswith("discord-ui-dynamic")]
+        if clicks:
+            await asyncio.wait(clicks)
+        assert result.status == "stopped_by_user"
+        assert requested == [str(alice.id)]  # once: the view's
+        assert pressed.responses == [6]
 
 
 @pytest.mark.asyncio
