@@ -18,7 +18,7 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import discord
@@ -79,8 +79,6 @@ async def run(
     """Answer questions until the process is stopped; `api`: a local Discord's REST URL."""
     config = config if config is not None else StreamConfig()
     queue = redis.Redis.from_url(url)
-    free = asyncio.Semaphore(streams)
-    running: set[asyncio.Task[None]] = set()
     try:
         with discord_at(api):
             async with discord.Client(intents=discord.Intents.none()) as client:
@@ -92,25 +90,50 @@ async def run(
                 ):
                     orchestrator = StreamOrchestrator(stops)
                     print("ready", flush=True)  # the demo waits for it
+                    await _serve(
+                        queue, namespace, streams, answering(client, orchestrator, model, config)
+                    )
+    finally:
+        await queue.aclose()
 
-                    async def one(job: Job) -> None:
-                        try:
-                            said = await answer(client, orchestrator, model, job, config)
-                            print(json.dumps(said), flush=True)
-                        finally:
-                            free.release()
 
-                    while True:
-                        await free.acquire()
-                        job = await take(queue, namespace)
-                        task = asyncio.create_task(one(job))
-                        running.add(task)
-                        task.add_done_callback(running.discard)
+async def _serve(
+    queue: redis.Redis, namespace: str, streams: int, one: Callable[[Job], Awaitable[None]]
+) -> None:
+    """Take questions and answer up to `streams` of them at once, until cancelled; then the
+    answers still streaming are cancelled too, and end (each cleans up, B11) before the
+    client and the registries close."""
+    free = asyncio.Semaphore(streams)
+    running: set[asyncio.Task[None]] = set()
+
+    async def answered(job: Job) -> None:
+        try:
+            await one(job)
+        finally:
+            free.release()
+
+    try:
+        while True:
+            await free.acquire()
+            task = asyncio.create_task(answered(await take(queue, namespace)))
+            running.add(task)
+            task.add_done_callback(running.discard)
     finally:
         for task in running:
-            task.cancel()  # a stream cancelled by its caller cleans up, then ends (B11)
+            task.cancel()
         await asyncio.gather(*running, return_exceptions=True)
-        await queue.aclose()
+
+
+def answering(
+    client: discord.Client, orchestrator: StreamOrchestrator, model: Model, config: StreamConfig
+) -> Callable[[Job], Awaitable[None]]:
+    """What the worker does with a question: answer it, then print a line of JSON."""
+
+    async def one(job: Job) -> None:
+        said = await answer(client, orchestrator, model, job, config)
+        print(json.dumps(said), flush=True)
+
+    return one
 
 
 def openai_model(environ: Mapping[str, str]) -> Model:
