@@ -9,10 +9,11 @@ the caller's task. So each call reads its provider in a task of its own: `start_
 chunk loop and `aclose()` all run there, and nothing is added per chunk (no task, no timer).
 Per chunk (B5): the registry is polled if it changed, `on_stream_progress`, `process_chunk`,
 `describe_error` for an error, then `ChunkArrived` is fed to the stream. Text (a `TextChunk`
-with no thoughts and no serving provider) waits in `pending` instead, and all the text read
-without the task waiting in between is fed as one chunk (`flush`), with the latest valid usage
-report among them (as the core keeps it, D3): before anything else is fed (a stop the
-registry holds, another chunk, the provider's end), and, scheduled with
+with no thoughts and no serving provider, or an adapter's plain text as the `str` itself,
+which needs no `process_chunk` call: `providers.base.Item`) waits in `pending` instead, and
+all the text read without the task waiting in between is fed as one chunk (`flush`), with the
+latest valid usage report among them (as the core keeps it, D3): before anything else is
+fed (a stop the registry holds, another chunk, the provider's end), and, scheduled with
 `call_soon` at the first of it, as soon as the task waits, ahead of any timer or answer that
 comes meanwhile. So the core steps once per run of text an SDK parsed from one read, not once
 per event (E10), and no text waits longer than the loop's next turn.
@@ -102,7 +103,7 @@ class ProviderTask:
         self.reading = False  # the task waits in `__anext__`
         # Plain text read since the last chunk fed, fed as one chunk before the task next
         # waits (`flush`); whether a flush is scheduled for when it waits.
-        self.pending: list[TextChunk] = []
+        self.pending: list[TextChunk | str] = []
         self.flush_due = False
         self.first_at: float | None = None  # when the first chunk came (telemetry)
 
@@ -219,6 +220,7 @@ class ProviderTask:
         # Read into locals once; per chunk, the registry flag is read without a call (E10).
         feed, now, wants = reader.feed, self.loop.time, reader.wants_chunks
         pending, flush = self.pending, self.flush
+        plain = getattr(provider, "plain_text_items", False) is True
         if not wants():
             return
         while True:  # `wants` is asked after each wait and after each chunk fed
@@ -256,8 +258,9 @@ class ProviderTask:
                 except BaseException:  # B5: ignored
                     pass
             try:
-                chunk = provider.process_chunk(raw)
-                if (
+                # An adapter's plain text comes as the `str` itself (`plain_text_items`).
+                chunk = raw if plain and type(raw) is str else provider.process_chunk(raw)
+                if (plain and type(chunk) is str) or (
                     type(chunk) is TextChunk
                     and not chunk.thoughts
                     and chunk.serving_provider is None
@@ -300,11 +303,12 @@ class ProviderTask:
         pending = self.pending
         if not pending:
             return
-        if len(pending) == 1:
-            chunk = pending[0]
+        first = pending[0]
+        if len(pending) == 1 and not isinstance(first, str):
+            chunk = first
         else:
-            text = "".join([piece.content for piece in pending])
-            usages = [piece.usage for piece in pending if piece.usage is not None]
+            text = "".join([p if isinstance(p, str) else p.content for p in pending])
+            usages = [p.usage for p in pending if not isinstance(p, str) and p.usage is not None]
             chunk = TextChunk(text, usage=_latest_valid(usages) if usages else None)
         pending.clear()
         if self.reader.wants_chunks():

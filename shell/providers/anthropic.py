@@ -53,8 +53,8 @@ from cordstream.shell.providers import base
 from cordstream.shell.providers.base import ToolOutcome
 from cordstream.shell.providers.connection import connection_error
 
-AnthropicItem: TypeAlias = domain.ProcessedChunk
-"""What `start_stream` yields: finished chunks (`base` says why `process_chunk` passes them on)."""
+AnthropicItem: TypeAlias = base.Item
+"""What `start_stream` yields: finished chunks, plain text as a `str` (`base.Item`)."""
 
 _KEEP_ALIVE: Final = base.KEEP_ALIVE
 _SDK_PACKAGES: Final = ("anthropic.", "httpx2.", "httpcore2.")
@@ -169,7 +169,7 @@ class _Answer:
             if block.type == "text"
         )
 
-    def take(self, event: RawMessageStreamEvent) -> domain.ProcessedChunk | None:
+    def take(self, event: RawMessageStreamEvent) -> AnthropicItem | None:
         """Record one SDK event; what it shows now (None from `message_stop` on: the terminal
         chunk waits for the end of the body)."""
         if self.finished:
@@ -332,7 +332,7 @@ class AnthropicProvider(
         await stream.close()
 
 
-def _on_delta(answer: _Answer, index: int, delta: object) -> domain.ProcessedChunk:
+def _on_delta(answer: _Answer, index: int, delta: object) -> AnthropicItem:
     kind = getattr(delta, "type", None)
     if kind == "text_delta":  # the most frequent event of all: no call it can do without
         text = getattr(delta, "text", None)
@@ -340,7 +340,7 @@ def _on_delta(answer: _Answer, index: int, delta: object) -> domain.ProcessedChu
             text = ""
         block = answer.blocks.get(index) or answer.block(index, "text")
         block.text.append(text)
-        return base.text_chunk(text) if text else _KEEP_ALIVE
+        return text or _KEEP_ALIVE  # plain text: a `str` (`base.Item`)
     if kind == "thinking_delta":
         thinking = _text(delta, "thinking")
         answer.block(index, "thinking").thinking.append(thinking)

@@ -23,7 +23,11 @@ the SDK's own iterator, whose HTTP response is closed before the error is report
 generator that owns the stream sees all of that, in order, and has the `finally` that closes
 it; `process_chunk` is called per item by the orchestrator and sees neither the end of the
 stream nor the SDK. So `start_stream` yields finished chunks, and `process_chunk` hands them
-on: it is there for the Protocol, and for a host's subclass that rewrites chunks.
+on: it is there for the Protocol, and for a host's subclass that rewrites chunks. Plain text
+(the most frequent item by far) is yielded as the `str` itself (`Item`): `process_chunk` makes
+it its `TextChunk`, and the provider's task, told so by `plain_text_items`, takes it as text
+without the call, so no chunk is built per SDK event; a subclass that overrides
+`process_chunk` gets a `TextChunk` for it, as ever.
 
 An adapter also implements `ToolProvider.after_tools`: the same request with the model's
 answer and the tool results appended in the provider's own format. `cordstream.shell.run_turn`
@@ -161,6 +165,13 @@ ClientT = TypeVar("ClientT")
 StreamT = TypeVar("StreamT", bound=AsyncIterator[Any])
 
 
+Item: TypeAlias = domain.ProcessedChunk | str
+"""What an adapter's `start_stream` yields: finished chunks, and plain text (a `TextChunk`
+with nothing but its content) as the `str` itself, which `process_chunk` makes the chunk. The
+provider's task takes such a `str` as plain text without the call (`plain_text_items`): no
+chunk is built per SDK event, only one per run of text (`sdk_overhead_ratio_*`)."""
+
+
 class StreamAnswer(Protocol[TurnT_co]):
     """What one stream has said so far: an adapter's per-stream state."""
 
@@ -170,9 +181,10 @@ class StreamAnswer(Protocol[TurnT_co]):
         changes nothing, and a stream that ends without it is `truncated_error()`."""
         ...
 
-    def take(self, event: Any, /) -> domain.ProcessedChunk | None:
-        """Record one SDK event; the chunk it shows now (an empty `TextChunk` when it shows
-        nothing, which still re-arms the inactivity deadline, B2), or None to yield nothing."""
+    def take(self, event: Any, /) -> Item | None:
+        """Record one SDK event; the chunk it shows now (plain text as a `str`, `Item`; an
+        empty `TextChunk` when it shows nothing, which still re-arms the inactivity deadline,
+        B2), or None to yield nothing."""
         ...
 
     def terminal(self) -> tuple[domain.ProcessedChunk, TurnT_co | None]:
@@ -212,16 +224,21 @@ class Adapter(ABC, Generic[ClientT, StreamT, TurnT]):
 
     # --- StreamProvider ---------------------------------------------------------------------
 
-    def start_stream(
-        self, config: StreamConfig, context: StreamContext
-    ) -> AsyncIterator[domain.ProcessedChunk]:
+    def start_stream(self, config: StreamConfig, context: StreamContext) -> AsyncIterator[Item]:
         """A fresh request per call (a retry calls it again); forgets the last answer."""
         self._last_turn = None
         return self._read()
 
-    def process_chunk(self, raw: domain.ProcessedChunk) -> domain.ProcessedChunk:
-        """The identity: `start_stream` yields finished chunks (see the module docstring)."""
-        return raw
+    def process_chunk(self, raw: Item) -> domain.ProcessedChunk:
+        """The identity for a chunk, and plain text's `TextChunk` for a `str` (`Item`):
+        `start_stream` yields finished chunks (see the module docstring)."""
+        return text_chunk(raw) if isinstance(raw, str) else raw
+
+    @property
+    def plain_text_items(self) -> bool:
+        """Whether a `str` item is plain text that needs no `process_chunk` call: True unless a
+        subclass overrides `process_chunk` (which then gets a `TextChunk` for it, as ever)."""
+        return type(self).process_chunk is Adapter.process_chunk
 
     def describe_error(self, error: domain.ProviderError, locale: str) -> str | None:
         return describe_error(error, locale)
@@ -262,7 +279,7 @@ class Adapter(ABC, Generic[ClientT, StreamT, TurnT]):
 
     # --- the stream -------------------------------------------------------------------------
 
-    async def _read(self) -> AsyncIterator[domain.ProcessedChunk]:
+    async def _read(self) -> AsyncIterator[Item]:
         answer = self._answer()
         stream: StreamT | None = None
         failure: domain.ProviderError | None = None
@@ -279,7 +296,7 @@ class Adapter(ABC, Generic[ClientT, StreamT, TurnT]):
             if events is not stream and inspect.isasyncgen(events):
                 noted.append(events)  # the outermost of them
             looked = not self._sdk_packages
-            take = answer.take
+            take, wrap = answer.take, not self.plain_text_items
             while True:
                 try:
                     event = await anext(events)
@@ -290,7 +307,7 @@ class Adapter(ABC, Generic[ClientT, StreamT, TurnT]):
                     noted += sdk_generators(self._sdk_root(stream), self._sdk_packages)
                 chunk = take(event)
                 if chunk is not None:
-                    yield chunk
+                    yield text_chunk(chunk) if wrap and isinstance(chunk, str) else chunk
         except Exception as error:
             failure = self._failure(error)
             if failure is None:

@@ -45,8 +45,9 @@ from cordstream.shell.providers.base import ToolOutcome
 from cordstream.shell.providers.connection import connection_error
 from cordstream.shell.secrets import client_secrets
 
-GeminiItem: TypeAlias = domain.ProcessedChunk
-"""What `start_stream` yields: finished chunks (`base` says why `process_chunk` passes them on)."""
+GeminiItem: TypeAlias = base.Item
+"""What `start_stream` yields (`base.Item`): finished chunks (each carries the running usage,
+so this adapter hands no text over as a bare `str`)."""
 
 Contents: TypeAlias = types.ContentListUnion | types.ContentListUnionDict
 """What `generate_content_stream` accepts as `contents`: a string, a `Content`, parts, a list."""

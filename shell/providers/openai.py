@@ -49,8 +49,8 @@ from cordstream.shell.providers import base
 from cordstream.shell.providers.base import NO_FIELDS, ToolOutcome, fields_of
 from cordstream.shell.providers.connection import connection_error
 
-OpenAIItem: TypeAlias = domain.ProcessedChunk
-"""What `start_stream` yields: finished chunks (`base` says why `process_chunk` passes them on)."""
+OpenAIItem: TypeAlias = base.Item
+"""What `start_stream` yields: finished chunks, plain text as a `str` (`base.Item`)."""
 
 Message: TypeAlias = ChatCompletionMessageParam | Mapping[str, object]
 Tool: TypeAlias = ChatCompletionToolUnionParam | Mapping[str, object]
@@ -119,7 +119,7 @@ class _Answer:
     def finished(self) -> bool:
         return self.finish_reason is not None
 
-    def take(self, chunk: ChatCompletionChunk) -> domain.ProcessedChunk:
+    def take(self, chunk: ChatCompletionChunk) -> OpenAIItem:
         """Record one SDK chunk; return what it shows now. Per chunk, so each field is read
         once, and a field that is None costs one comparison."""
         top = fields_of(chunk)
@@ -165,7 +165,7 @@ class _Answer:
             self.error = cast("Mapping[str, object]", error)  # the SDK raises for it, usually
             self.finish_reason = "error"
         if not thought and serving is None:
-            return base.text_chunk(text) if text else base.KEEP_ALIVE
+            return text or base.KEEP_ALIVE  # plain text: a `str` (`base.Item`)
         return domain.TextChunk(
             text,
             thoughts=(domain.Thought("raw", thought),) if thought else (),

@@ -17,6 +17,7 @@ orchestrator's timers, cost no real time.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -221,6 +222,37 @@ async def test_plain_text_end_to_end_completes_with_usage_and_lands_in_the_chann
         assert result.usage == domain.TokenUsage(12, 5)
         assert finish["finish_reason"] == "stop"
         assert finish["model"] == MODEL
+
+
+class Shouting(OpenAIChatProvider):
+    """A host's subclass that rewrites chunks (`process_chunk`): it gets plain text as a
+    `TextChunk`, as ever, not as the `str` the adapter hands the provider's task."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.raws: list[type] = []  # the type of each item it was given
+
+    def process_chunk(self, raw: base.Item) -> domain.ProcessedChunk:
+        self.raws.append(type(raw))
+        chunk = super().process_chunk(raw)
+        if isinstance(chunk, domain.TextChunk):
+            return dataclasses.replace(chunk, content=chunk.content.upper())
+        return chunk
+
+
+async def test_plain_text_skips_process_chunk_unless_a_subclass_rewrites_chunks() -> None:
+    frames = text_answer("Hello there!\n", "Bye")
+    async with stage() as s, served(Reply(frames=frames)) as server:
+        assert chat(server.client).plain_text_items  # text goes to the task as a str
+        result = await s.stream(chat(server.client))
+        assert result.accumulated_text == "Hello there!\nBye"
+    async with stage() as s, served(Reply(frames=frames)) as server:
+        shouting = Shouting(server.client, model="gpt-4.1-mini", messages=USER)
+        assert not shouting.plain_text_items
+        result = await s.stream(shouting)
+        assert result.accumulated_text == "HELLO THERE!\nBYE"  # each text went through it
+        assert str not in shouting.raws
+        assert shouting.raws.count(domain.TextChunk) == 5  # role, 2 texts, finish, usage
 
 
 async def test_the_request_asks_for_a_stream_with_usage_and_omits_tools_when_none_given() -> None:

@@ -139,7 +139,7 @@ def gemini_served(
 # -- what an adapter makes of a stream ---------------------------------------------------------
 
 
-async def collect(provider: StreamProvider[ProcessedChunk]) -> list[ProcessedChunk]:
+async def collect(provider: StreamProvider[Any]) -> list[ProcessedChunk]:
     """Every chunk of one stream, read to the end as the orchestrator sees them."""
     stream = provider.start_stream(StreamConfig(delivery="messages"), ADAPTER_ONLY)
     try:
