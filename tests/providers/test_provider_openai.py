@@ -240,12 +240,23 @@ class Shouting(OpenAIChatProvider):
         return chunk
 
 
-async def test_plain_text_skips_process_chunk_unless_a_subclass_rewrites_chunks() -> None:
+async def test_B5_plain_text_skips_process_chunk_unless_a_subclass_rewrites_chunks() -> None:
     frames = text_answer("Hello there!\n", "Bye")
     async with stage() as s, served(Reply(frames=frames)) as server:
-        assert chat(server.client).plain_text_items  # text goes to the task as a str
-        result = await s.stream(chat(server.client))
+        plain = chat(server.client)
+        given: list[type] = []  # what the provider's task hands `process_chunk`
+        process = plain.process_chunk
+
+        def counted(raw: base.Item) -> domain.ProcessedChunk:
+            given.append(type(raw))
+            return process(raw)
+
+        plain.process_chunk = counted  # type: ignore[method-assign]  # the instance's: still plain
+        assert plain.plain_text_items  # text goes to the task as the str itself
+        result = await s.stream(plain)
         assert result.accumulated_text == "Hello there!\nBye"
+        # The role, finish and usage chunks' keep-alives and the end; not the two texts.
+        assert given == [domain.TextChunk] * 3 + [domain.DoneChunk]
     async with stage() as s, served(Reply(frames=frames)) as server:
         shouting = Shouting(server.client, model="gpt-4.1-mini", messages=USER)
         assert not shouting.plain_text_items
