@@ -10,13 +10,16 @@ chunk loop and `aclose()` all run there, and nothing is added per chunk (no task
 Per chunk (B5): the registry is polled if it changed, `on_stream_progress`, `process_chunk`,
 `describe_error` for an error, then `ChunkArrived` is fed to the stream. Text (a `TextChunk`
 with no thoughts and no serving provider, or an adapter's plain text as the `str` itself,
-which needs no `process_chunk` call: `providers.base.Item`) waits in `pending` instead, and
+which needs no `process_chunk` call: `providers.base.Item`) waits in a `TextRun` instead, and
 all the text read without the task waiting in between is fed as one chunk (`flush`), with the
 latest valid usage report among them (as the core keeps it, D3): before anything else is
 fed (a stop the registry holds, another chunk, the provider's end), and, scheduled with
 `call_soon` at the first of it, as soon as the task waits, ahead of any timer or answer that
 comes meanwhile. So the core steps once per run of text an SDK parsed from one read, not once
-per event (E10), and no text waits longer than the loop's next turn.
+per event (E10), and no text waits longer than the loop's next turn. Whether the stream still
+wants chunks is read per chunk from the `Lifecycle` (its stage), not asked of the stream: every
+way a stream stops wanting them (the core's `CloseProvider`, its result, a fault) stops the
+lifecycle first.
 
 When the task is cancelled, cancelled again or given up is not decided here but by the
 provider's `Lifecycle` (`cordstream.domain.lifecycle`): this module tells it what happened and
@@ -100,11 +103,8 @@ class ProviderTask:
         self.lifecycle = Lifecycle(Budgets(CLOSE_TIMEOUT, CLOSE_GRACE))
         self.task: asyncio.Task[None] | None = None
         self.timer: asyncio.TimerHandle | None = None
-        self.reading = False  # the task waits in `__anext__`
-        # Plain text read since the last chunk fed, fed as one chunk before the task next
-        # waits (`flush`); whether a flush is scheduled for when it waits.
-        self.pending: list[TextChunk | str] = []
-        self.flush_due = False
+        self.reading = False  # the task is in `read`'s loop
+        self.text = TextRun()
         self.first_at: float | None = None  # when the first chunk came (telemetry)
 
     def start(self) -> None:
@@ -119,7 +119,9 @@ class ProviderTask:
 
     def stop(self) -> None:
         """The stream reads no more (idempotent): the budget starts."""
-        self.act(self.lifecycle.stop(self.loop.time(), reading=self.reading))
+        # In `read`'s loop the task's one await is `__anext__`: seen from outside, it waits there.
+        reading = self.reading and asyncio.current_task() is not self.task
+        self.act(self.lifecycle.stop(self.loop.time(), reading=reading))
 
     def hurry(self) -> None:
         """The caller was cancelled: the provider is cancelled now, the budget shrinks."""
@@ -177,10 +179,6 @@ class ProviderTask:
         self.lifecycle = self.lifecycle.give_up()
         return hurried
 
-    @property
-    def abandoned(self) -> bool:
-        return self.lifecycle.task == "abandoned"
-
     def timings(self) -> tuple[float | None, float, float | None]:
         """For the stream's telemetry, once `end` returned: when the first chunk came, the end
         of the cleanup budget, and now if the task is over (None: it was abandoned)."""
@@ -205,7 +203,7 @@ class ProviderTask:
             finally:
                 await self.close(iterator)
         except FATAL as error:
-            if self.abandoned:
+            if self.lifecycle.task == "abandoned":
                 raise  # nobody waits for this task any more: out of the event loop it goes
             reader.fatal(error)
         except Exception as error:  # a fault of the shell's
@@ -218,100 +216,104 @@ class ProviderTask:
         reader, provider = self.reader, self.provider
         progress = self.context.on_stream_progress
         # Read into locals once; per chunk, the registry flag is read without a call (E10).
-        feed, now, wants = reader.feed, self.loop.time, reader.wants_chunks
-        pending, flush = self.pending, self.flush
+        feed, now = reader.feed, self.loop.time
+        run, flush = self.text, self.flush
+        pending = run.items
         plain = getattr(provider, "plain_text_items", False) is True
-        if not wants():
+        if not reader.wants_chunks():
             return
-        while True:  # `wants` is asked after each wait and after each chunk fed
-            self.reading = True
-            try:
-                raw = await anext(iterator)
-                if self.first_at is None:
-                    self.first_at = now()
-            except StopAsyncIteration:
-                flush()
-                feed(ProviderEnded(now()))
-                return
-            except FATAL:
-                raise
-            except BaseException as error:
-                # B13: whatever the provider raises, a CancelledError of its own included.
-                # Once the stream stopped reading, the core ignores it.
-                flush()
-                feed(ProviderCrashed(now(), error))
-                return
-            finally:
-                self.reading = False
-                if self.lifecycle.cancels:
-                    self.act(self.lifecycle.read_ends())
-            if reader.registry_changed:  # B5: a stop registered while the chunk was on its way
-                flush()
-                reader.check_registry()
-            if not wants():
-                return  # ended meanwhile (or the provider yielded after being stopped)
-            if progress is not None:
+        # Every way the stream stops wanting chunks calls `stop` (the module docstring): per
+        # chunk, the loop reads the lifecycle (`stopped`) instead of asking the stream.
+        self.reading = True
+        try:
+            while True:
                 try:
-                    progress()
+                    raw = await anext(iterator)
                 except FATAL:
                     raise
-                except BaseException:  # B5: ignored
-                    pass
-            try:
-                # An adapter's plain text comes as the `str` itself (`plain_text_items`).
-                chunk = raw if plain and type(raw) is str else provider.process_chunk(raw)
-                if (plain and type(chunk) is str) or (
-                    type(chunk) is TextChunk
-                    and not chunk.thoughts
-                    and chunk.serving_provider is None
-                    and type(chunk.content) is str
-                ):
-                    # Text (and its usage): it waits to be fed with the text read after it.
-                    pending.append(chunk)
-                    if not self.flush_due:
-                        self.flush_due = True
-                        self.loop.call_soon(flush)
-                    if reader.registry_changed:  # B5: a stop raised while it was handled
-                        flush()
-                        reader.check_registry()
-                        if not wants():
+                except BaseException as error:  # the end (StopAsyncIteration), or B13:
+                    # whatever the provider raises, a CancelledError of its own included. Once
+                    # the stream stopped reading, the core ignores it.
+                    flush()
+                    ended = isinstance(error, StopAsyncIteration)
+                    feed(ProviderEnded(now()) if ended else ProviderCrashed(now(), error))
+                    return
+                if self.first_at is None:
+                    self.first_at = now()
+                if reader.registry_changed:  # B5: a stop registered while the chunk came
+                    flush()
+                    reader.check_registry()
+                if self.lifecycle.stage != "wanted":  # `stopped`, without the call
+                    return  # ended meanwhile (or the provider yielded after being stopped)
+                if progress is not None:
+                    try:
+                        progress()
+                    except FATAL:
+                        raise
+                    except BaseException:  # B5: ignored
+                        pass
+                if not plain or type(raw) is not str:
+                    held = self.process(raw)
+                    if held is None:  # fed, or failed
+                        if self.stopped():
                             return
-                    continue
-                headline = None
-                if isinstance(chunk, ErrorChunk) and chunk.error is not None:
-                    headline = _headline(provider, chunk.error, self.context.locale)
-            except FATAL:
-                raise
-            except BaseException as error:
-                # B13. Synchronous code cannot be cancelled: a CancelledError here is a fault.
-                flush()
-                feed(ProviderCrashed(now(), error))
-                return
-            flush()
-            feed(ChunkArrived(now(), chunk, headline))
-            if reader.registry_changed:  # B5: a stop raised while this chunk was handled
-                reader.check_registry()
-            if not wants():
-                return
+                        continue
+                    raw = held
+                # Text (an adapter's plain text as the `str` itself, `plain_text_items`, with
+                # no call made): it waits to be fed with the text read after it.
+                pending.append(raw)
+                if not run.due:
+                    run.due = True
+                    self.loop.call_soon(flush)
+                if reader.registry_changed:  # B5: a stop raised while it was handled
+                    flush()
+                    reader.check_registry()
+                    if self.stopped():
+                        return
+        finally:
+            self.reading = False
+            if self.lifecycle.cancels:  # sent while it waited in `__anext__`: taken back
+                self.act(self.lifecycle.read_ends())
+
+    def process(self, raw: object) -> TextChunk | None:
+        """Not plain text: `process_chunk`; text is returned (to wait), anything else fed."""
+        reader, provider = self.reader, self.provider
+        try:
+            chunk = provider.process_chunk(raw)
+            if (
+                type(chunk) is TextChunk
+                and not chunk.thoughts
+                and chunk.serving_provider is None
+                and type(chunk.content) is str
+            ):
+                return chunk  # text and its usage
+            headline = None
+            if isinstance(chunk, ErrorChunk) and chunk.error is not None:
+                headline = _headline(provider, chunk.error, self.context.locale)
+        except FATAL:
+            raise
+        except BaseException as error:
+            # B13. Synchronous code cannot be cancelled: a CancelledError here is a fault.
+            self.flush()
+            reader.feed(ProviderCrashed(self.loop.time(), error))
+            return None
+        self.flush()
+        reader.feed(ChunkArrived(self.loop.time(), chunk, headline))
+        if reader.registry_changed:  # B5: a stop raised while this chunk was handled
+            reader.check_registry()
+        return None
+
+    def stopped(self) -> bool:
+        """The stream wants no more chunks: it stopped this lifecycle."""
+        return self.lifecycle.stage != "wanted"
 
     def flush(self) -> None:
         """Feed the plain text read since the last chunk fed, as one chunk: before anything
         else is fed, and (scheduled at the first of it) as soon as the task waits, so the core
         sees it before any timer or answer that comes meanwhile (E10: a step per run of text
         the provider gave at once, not per chunk)."""
-        self.flush_due = False
-        pending = self.pending
-        if not pending:
-            return
-        first = pending[0]
-        if len(pending) == 1 and not isinstance(first, str):
-            chunk = first
-        else:
-            text = "".join([p if isinstance(p, str) else p.content for p in pending])
-            usages = [p.usage for p in pending if not isinstance(p, str) and p.usage is not None]
-            chunk = TextChunk(text, usage=_latest_valid(usages) if usages else None)
-        pending.clear()
-        if self.reader.wants_chunks():
+        chunk = self.text.take()
+        if chunk is not None and self.reader.wants_chunks():
             self.reader.feed(ChunkArrived(self.loop.time(), chunk, None))
 
     async def close(self, iterator: object) -> None:
@@ -332,6 +334,34 @@ class ProviderTask:
             raise
         except BaseException:
             pass
+
+
+class TextRun:
+    """The plain text read since the last chunk fed (`items`: `TextChunk`s, or an adapter's
+    `str`s), to be fed as one chunk; `due`: a flush is scheduled for when the task waits."""
+
+    __slots__ = ("due", "items")
+
+    def __init__(self) -> None:
+        self.items: list[TextChunk | str] = []
+        self.due = False
+
+    def take(self) -> TextChunk | None:
+        """The run as one chunk, with the latest valid usage report among it (D3); None if
+        empty. The run is empty after it."""
+        self.due = False
+        items = self.items
+        if not items:
+            return None
+        first = items[0]
+        if len(items) == 1 and not isinstance(first, str):
+            chunk = first
+        else:
+            text = "".join([item if isinstance(item, str) else item.content for item in items])
+            usages = [i.usage for i in items if not isinstance(i, str) and i.usage is not None]
+            chunk = TextChunk(text, usage=_latest_valid(usages) if usages else None)
+        items.clear()
+        return chunk
 
 
 def _headline(provider: StreamProvider[Any], error: ProviderError, locale: str) -> str | None:

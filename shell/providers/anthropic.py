@@ -178,7 +178,15 @@ class _Answer:
         # an unknown type as the first class of its union with the fields left None.
         kind = getattr(event, "type", None)
         if kind == "content_block_delta":  # the most frequent first
-            return _on_delta(self, _index(event), getattr(event, "delta", None))
+            delta = getattr(event, "delta", None)
+            if getattr(delta, "type", None) == "text_delta":  # the most frequent of all
+                text = getattr(delta, "text", None)
+                index = getattr(event, "index", None)
+                block = self.blocks.get(index)  # type: ignore[arg-type]  # no int: no block
+                if block is not None and type(text) is str:  # else as `_on_delta` says
+                    block.text.append(text)
+                    return text or _KEEP_ALIVE  # plain text: a `str` (`base.Item`)
+            return _on_delta(self, _index(event), delta)
         if kind == "message_start":
             message = getattr(event, "message", None)
             self.message_id = _text(message, "id") or None
@@ -334,7 +342,7 @@ class AnthropicProvider(
 
 def _on_delta(answer: _Answer, index: int, delta: object) -> AnthropicItem:
     kind = getattr(delta, "type", None)
-    if kind == "text_delta":  # the most frequent event of all: no call it can do without
+    if kind == "text_delta":  # a block it did not open, or not a `str` (else `take` did it)
         text = getattr(delta, "text", None)
         if not isinstance(text, str):
             text = ""

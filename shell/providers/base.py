@@ -288,20 +288,16 @@ class Adapter(ABC, Generic[ClientT, StreamT, TurnT]):
         try:
             stream = await self._open()
             # The generator under the SDK's stream where the adapter knows it (`_sdk_root`: the
-            # Stainless SDKs' `_iterator`, which their `async for` only passes on), else the
-            # SDK's own `async for`: a generator resumed per event (its `__anext__`, a
-            # coroutine made per event, costs more); not `async for`: no generator of our own.
+            # Stainless SDKs' `_iterator`, which their `__anext__`, a coroutine made per event,
+            # only passes on), else the SDK's own `async for`. Read with `async for` (no
+            # `anext` call per event).
             root = self._sdk_root(stream)
             events = root if inspect.isasyncgen(root) else aiter(stream)
             if events is not stream and inspect.isasyncgen(events):
                 noted.append(events)  # the outermost of them
             looked = not self._sdk_packages
             take, wrap = answer.take, not self.plain_text_items
-            while True:
-                try:
-                    event = await anext(events)
-                except StopAsyncIteration:
-                    break
+            async for event in events:
                 if not looked:
                     looked = True
                     noted += sdk_generators(self._sdk_root(stream), self._sdk_packages)

@@ -518,6 +518,59 @@ async def test_B9_F2_every_ending_carries_the_messages_the_channel_holds(name: s
         assert result.messages_sent == len(result.messages)
 
 
+STOPPING: dict[str, tuple[str, Callable[[Stage], list[Step]], StreamConfig]] = {
+    # name: (status, the steps after the first line, the config), each ending mid-answer
+    **{
+        name: (status, ending, StreamConfig(delivery="messages", inactivity_timeout=5))
+        for name, (status, ending, _) in ENDINGS.items()
+    },
+    "send_message_limit": (
+        "stopped_by_user",
+        lambda s: [step for n in range(9) for step in (Sleep(1), f"line {n}\n")],
+        StreamConfig(delivery="messages", send_message_limit=2),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(STOPPING))
+async def test_B10_a_stream_that_wants_no_more_chunks_has_stopped_its_providers_lifecycle(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The provider's task reads, per chunk, whether the stream still wants chunks from the
+    lifecycle's stage, not from the stream: so every way the stream stops wanting them must
+    stop the lifecycle too. Checked after every event the stream is fed and every fault; and
+    the provider, which would go on giving text, is read no further."""
+    status, ending, config = STOPPING[name]
+    broken: list[str] = []
+    stopped_by: list[str] = []
+
+    def checked(method: Callable[..., None]) -> Callable[..., None]:
+        def run(self: orchestrator_module._Stream, *args: object) -> None:
+            method(self, *args)
+            if self.provider.task is None:
+                return  # not started: the task asks the stream itself when it starts
+            if not self.wants_chunks():
+                stopped_by.append(type(args[0]).__name__)
+                if not self.provider.stopped():
+                    broken.append(f"{method.__name__}({args[0]!r})")
+
+        return run
+
+    stream_class = orchestrator_module._Stream
+    monkeypatch.setattr(stream_class, "feed", checked(stream_class.feed))
+    monkeypatch.setattr(stream_class, "fault", checked(stream_class.fault))
+    async with stage() as s:
+        pulled: list[str] = []
+        more = [Do(lambda: pulled.append("after")), "more text"]
+        provider = ScriptProvider(["one\n", Sleep(1), *ending(s), *more])
+        result = await s.stream(provider, config)
+        assert result.status == status
+        assert stopped_by  # the check ran while the provider's task was alive
+        assert broken == []
+        assert pulled == []  # not read past the chunk that ended it
+        assert provider.closed
+
+
 async def test_F3_the_send_message_limit_stops_quietly() -> None:
     async with stage() as s:
         steps = ["one\n", Sleep(1), "two\n", Sleep(1), "three\n", Sleep(1), "four"]
