@@ -182,7 +182,7 @@ class _Answer:
             if getattr(delta, "type", None) == "text_delta":  # the most frequent of all
                 text = getattr(delta, "text", None)
                 index = getattr(event, "index", None)
-                block = self.blocks.get(index)  # type: ignore[arg-type]  # no int: no block
+                block = self.blocks.get(index) if type(index) is int else None
                 if block is not None and type(text) is str:  # else as `_on_delta` says
                     block.text.append(text)
                     return text or _KEEP_ALIVE  # plain text: a `str` (`base.Item`)

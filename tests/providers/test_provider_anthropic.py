@@ -758,6 +758,49 @@ async def test_unknown_events_blocks_and_deltas_are_keep_alives() -> None:
     assert len(sequence) == len(frames) - 1  # every event but the ping
 
 
+async def test_text_deltas_of_a_malformed_shape_still_count_or_are_keep_alives() -> None:
+    """The SDK builds events without validating them: an index that is not an int (even one
+    that cannot be a dict key) means block 0, as a delta without its block start opens one;
+    a text that is not a string, or a delta that is not an object, shows nothing."""
+    frames = wire(
+        message_start(),
+        *text_block(0, "One"),
+        sse(
+            {
+                "type": "content_block_delta",
+                "index": [0],
+                "delta": {"type": "text_delta", "text": ", two"},
+            },
+            event="content_block_delta",
+        ),
+        sse(
+            {
+                "type": "content_block_delta",
+                "index": "0",
+                "delta": {"type": "text_delta", "text": ", three"},
+            },
+            event="content_block_delta",
+        ),
+        sse(
+            {"type": "content_block_delta", "delta": {"type": "text_delta", "text": ", four"}},
+            event="content_block_delta",
+        ),
+        delta(0, {"type": "text_delta", "text": 5}),
+        sse(
+            {"type": "content_block_delta", "index": 0, "delta": "text_delta"},
+            event="content_block_delta",
+        ),
+        delta(2, {"type": "text_delta", "text": "."}),
+        message_delta("end_turn", 15),
+        message_stop(),
+    )
+    async with model(Reply(frames=frames)) as (_, provider):
+        sequence = await adapters.collect(provider)
+    assert adapters.text_of(sequence) == "One, two, three, four."
+    assert isinstance(sequence[-1], domain.DoneChunk)
+    assert len(sequence) == len(frames) - 1  # every event but the ping
+
+
 # --- the request ---------------------------------------------------------------------------
 
 
