@@ -3,7 +3,7 @@ log and `<details>` bodies (SPEC B5, B9, E4, E5). Pure functions over one value,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
@@ -56,6 +56,22 @@ def note(record: Record, chunk: TextChunk | FunctionCallChunk | ErrorChunk | Don
     return replace(
         record, summary=summary, raw=raw, serving_provider=serving, metadata=metadata, usage=usage
     )
+
+
+def merged(run: Sequence[TextChunk | str]) -> TextChunk:
+    """E10: a run of plain text read at once (`TextChunk`s without thoughts or a serving
+    provider, or plain `str`s), as the one chunk the core steps with: the texts joined, and
+    the usage `note` would keep from them noted one by one, the latest valid report (D3, read
+    once: Gemini repeats its running totals on every chunk). A single chunk is itself."""
+    if len(run) == 1 and not isinstance(run[0], str):
+        return run[0]
+    text = "".join([item if isinstance(item, str) else item.content for item in run])
+    for item in reversed(run):
+        if not isinstance(item, str) and item.usage is not None:
+            usage = normalize_usage(item.usage)
+            if usage is not None:
+                return TextChunk(text, usage=usage)
+    return TextChunk(text)
 
 
 def captured(record: Record, kind: capture.OpKind, text: str) -> Record:

@@ -50,7 +50,7 @@ from cordstream.domain import (
     TextChunk,
 )
 from cordstream.domain.lifecycle import Actions, ArmExpiry, Budgets, Cancel, Lifecycle, TakeBack
-from cordstream.domain.usage import TokenUsage, normalize_usage
+from cordstream.domain.record import merged
 from cordstream.shell.config import StreamConfig
 from cordstream.shell.context import StreamContext, StreamProvider
 
@@ -347,19 +347,12 @@ class TextRun:
         self.due = False
 
     def take(self) -> TextChunk | None:
-        """The run as one chunk, with the latest valid usage report among it (D3); None if
-        empty. The run is empty after it."""
+        """The run as one chunk (`record.merged`), None if empty; the run is empty after it."""
         self.due = False
         items = self.items
         if not items:
             return None
-        first = items[0]
-        if len(items) == 1 and not isinstance(first, str):
-            chunk = first
-        else:
-            text = "".join([item if isinstance(item, str) else item.content for item in items])
-            usages = [i.usage for i in items if not isinstance(i, str) and i.usage is not None]
-            chunk = TextChunk(text, usage=_latest_valid(usages) if usages else None)
+        chunk = merged(items)
         items.clear()
         return chunk
 
@@ -373,13 +366,3 @@ def _headline(provider: StreamProvider[Any], error: ProviderError, locale: str) 
     except BaseException:  # G1: no headline means the generic one
         return None
     return headline if isinstance(headline, str) else None
-
-
-def _latest_valid(reports: list[object]) -> TokenUsage | None:
-    """The usage the core would keep from `reports`, fed one by one: the latest valid one
-    (D3, `record.note`), read once (Gemini repeats its running totals on every chunk)."""
-    for report in reversed(reports):
-        usage = normalize_usage(report)
-        if usage is not None:
-            return usage
-    return None

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cordstream.domain import (
     ArmTimer,
@@ -45,10 +47,12 @@ from cordstream.domain import (
     TokenUsage,
     initial_state,
     outcome,
+    record,
     step,
 )
 from cordstream.domain.catalogue import DEFAULT_CATALOGUE, ENGLISH
 from cordstream.domain.outcome import Ending
+from cordstream.domain.record import merged
 from tests.support.driver import Driver, run
 
 USAGE = {"prompt_tokens": 3, "completion_tokens": 4}
@@ -352,6 +356,45 @@ def test_B5_latest_valid_usage_wins() -> None:
     driver.chunk(TextChunk("b", usage={"input_tokens": 5, "output_tokens": 6}))
 
     assert driver.end().usage == TokenUsage(5, 6)  # replaced, not summed (D3)
+
+
+_REPORTS = st.one_of(
+    st.none(),
+    st.builds(
+        lambda i, o: {"input_tokens": i, "output_tokens": o},
+        st.integers(0, 50),
+        st.integers(0, 50),
+    ),
+    st.sampled_from([{"input_tokens": -1}, {"prompt_tokens": "x"}, {}, 7, "usage"]),
+)
+_RUNS = st.lists(
+    st.one_of(st.text(max_size=4), st.builds(TextChunk, st.text(max_size=4), usage=_REPORTS)),
+    min_size=1,
+    max_size=8,
+)
+
+
+@given(_RUNS)
+def test_E10_D3_a_merged_run_is_the_text_and_the_usage_noting_each_chunk_keeps(
+    run: list[TextChunk | str],
+) -> None:
+    """The provider's task feeds a run of text read at once as one chunk (`record.merged`):
+    the core must end up with the same text and the same usage as from each chunk alone."""
+    chunk = merged(run)
+    assert isinstance(chunk, TextChunk)
+    assert chunk.content == "".join(i if isinstance(i, str) else i.content for i in run)
+    one_by_one = record.EMPTY
+    for item in run:
+        one_by_one = record.note(one_by_one, TextChunk(item) if isinstance(item, str) else item)
+    assert record.note(record.EMPTY, chunk).usage == one_by_one.usage
+    assert chunk.thoughts == ()
+    assert chunk.serving_provider is None
+
+
+def test_E10_a_run_of_one_chunk_is_that_chunk() -> None:
+    alone = TextChunk("a", usage={"oops": 1})
+    assert merged([alone]) is alone
+    assert merged(["a"]) == TextChunk("a")
 
 
 @pytest.mark.parametrize(
