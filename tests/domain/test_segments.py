@@ -155,6 +155,13 @@ def test_E1_degree_3_does_not_cut_after_an_abbreviation() -> None:
     ]
 
 
+def test_E1_degree_3_an_abbreviation_after_an_opening_quote_is_no_sentence_end() -> None:
+    pieces = Pieces(sentences=True)
+    assert pieces.feed("He said 'Dr. Smith is in' at noon. Then") == [
+        "He said 'Dr. Smith is in' at noon. "
+    ]
+
+
 def test_E1_degree_3_does_not_cut_inside_a_decimal() -> None:
     pieces = Pieces(sentences=True)
     assert pieces.feed("Pi is 3.") == []  # "3." may still become "3.14"
@@ -210,6 +217,12 @@ def test_E2_a_table_is_held_until_a_non_row_line() -> None:
         "| a | b |\n|---|---|\n| 1 | 2 |\n| 3 | 4 |\n",
         "After all\n",
     ]
+
+
+def test_E2_a_line_with_every_quote_and_bracket_is_counted_like_any_other() -> None:
+    balance = segments.EVEN.plus('She said "hi", “bye” (see [1]) and (then')
+    assert balance == segments.Balance(quotes=2, curly=0, parens=1, brackets=0)
+    assert not balance.closed  # the last parenthesis is still open: the text waits
 
 
 def test_E2_a_frown_does_not_count_as_an_open_parenthesis() -> None:
@@ -316,6 +329,15 @@ def test_E6_a_one_character_answer_is_delivered() -> None:
     driver, result = run("嗯")
     assert driver.messages == ["嗯"]
     assert result.status == "completed"
+
+
+@pytest.mark.parametrize("chunks", [["!\n\n "], ["...)\n", "\n "], ["...\n", "\n", " "]])
+def test_E6_punctuation_alone_then_blank_lines_is_kept_not_dropped(chunks: list[str]) -> None:
+    """Punctuation with no piece before it waits as glue for the next piece; blank text after
+    it joins it, and the end of the answer delivers both (nothing disappears)."""
+    pieces = Pieces()
+    out = [text for chunk in chunks for text in pieces.feed(chunk)] + pieces.flush()
+    assert out == ["".join(chunks)]
 
 
 def test_E6_whitespace_only_text_is_never_sent() -> None:
