@@ -57,6 +57,7 @@ AnthropicItem: TypeAlias = base.Item
 """What `start_stream` yields: finished chunks, plain text as a `str` (`base.Item`)."""
 
 _KEEP_ALIVE: Final = base.KEEP_ALIVE
+_CLOSED: Final = object()  # `_Answer.open_index` while no text block is open: equal to no index
 _SDK_PACKAGES: Final = ("anthropic.", "httpx2.", "httpcore2.")
 
 
@@ -149,6 +150,10 @@ class _Answer:
     stop_sequence: str | None = None
     stop_details: object = None
     finished: bool = False  # message_stop came: nothing after it counts
+    # The text block that started and has not stopped (its index, its text), which nearly
+    # every event adds to: `take` reads those events against it, without a lookup.
+    open_index: object = _CLOSED
+    open_text: list[str] = field(default_factory=list)
 
     def block(self, index: int, kind: str = "text") -> _Block:
         """The block at `index`; a delta without its start opens a block of the delta's kind."""
@@ -169,24 +174,27 @@ class _Answer:
             if block.type == "text"
         )
 
-    def take(self, event: RawMessageStreamEvent) -> AnthropicItem | None:
+    def take(self, event: Any) -> AnthropicItem | None:
         """Record one SDK event; what it shows now (None from `message_stop` on: the terminal
         chunk waits for the end of the body)."""
+        # The most frequent event of all, a text delta to the open text block, read as the
+        # SDK's models hold it, without a `getattr` call per field; any other shape below.
+        try:
+            if event.type == "content_block_delta" and event.index == self.open_index:
+                delta = event.delta
+                text = delta.text if delta.type == "text_delta" else None
+                if type(text) is str:
+                    self.open_text.append(text)
+                    return text or _KEEP_ALIVE  # plain text: a `str` (`base.Item`)
+        except AttributeError:  # a field missing: as below
+            pass
         if self.finished:
             return None
         # Dispatch on the wire `type`, not the class: the SDK builds an event, block or delta of
         # an unknown type as the first class of its union with the fields left None.
         kind = getattr(event, "type", None)
-        if kind == "content_block_delta":  # the most frequent first
-            delta = getattr(event, "delta", None)
-            if getattr(delta, "type", None) == "text_delta":  # the most frequent of all
-                text = getattr(delta, "text", None)
-                index = getattr(event, "index", None)
-                block = self.blocks.get(index) if type(index) is int else None
-                if block is not None and type(text) is str:  # else as `_on_delta` says
-                    block.text.append(text)
-                    return text or _KEEP_ALIVE  # plain text: a `str` (`base.Item`)
-            return _on_delta(self, _index(event), delta)
+        if kind == "content_block_delta":
+            return _on_delta(self, _index(event), getattr(event, "delta", None))
         if kind == "message_start":
             message = getattr(event, "message", None)
             self.message_id = _text(message, "id") or None
@@ -194,10 +202,15 @@ class _Answer:
             self.usage = _dump(getattr(message, "usage", None))
             return domain.TextChunk("", usage=dict(self.usage) or None)
         if kind == "content_block_start":
-            block = _Block(_dump(getattr(event, "content_block", None)))
-            self.blocks[_index(event)] = block
+            index, block = _index(event), _Block(_dump(getattr(event, "content_block", None)))
+            self.blocks[index] = block
+            if block.type == "text":
+                self.open_index, self.open_text = index, block.text
+            else:
+                self.open_index = _CLOSED
             return _shown(block.type, block.initial("text"), block.initial("thinking"))
         if kind == "content_block_stop":
+            self.open_index = _CLOSED
             self.block(_index(event)).finish()
             return _KEEP_ALIVE
         if kind == "message_delta":
@@ -208,7 +221,7 @@ class _Answer:
             self.usage = {**self.usage, **_dump(getattr(event, "usage", None))}
             return domain.TextChunk("", usage=dict(self.usage) or None)
         if kind == "message_stop":
-            self.finished = True
+            self.finished, self.open_index = True, _CLOSED
             return None
         return _KEEP_ALIVE  # an event this adapter does not know: a keep-alive
 
@@ -342,7 +355,7 @@ class AnthropicProvider(
 
 def _on_delta(answer: _Answer, index: int, delta: object) -> AnthropicItem:
     kind = getattr(delta, "type", None)
-    if kind == "text_delta":  # a block it did not open, or not a `str` (else `take` did it)
+    if kind == "text_delta":  # not to the open text block, or not a `str` (else `take` did it)
         text = getattr(delta, "text", None)
         if not isinstance(text, str):
             text = ""

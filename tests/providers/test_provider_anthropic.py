@@ -922,6 +922,32 @@ async def test_after_tools_appends_the_answer_as_received_and_the_tool_results()
     assert provider.messages == tuple(QUESTION)
 
 
+async def test_each_text_delta_goes_to_its_own_block_whichever_is_open() -> None:
+    """Text deltas go to the block they name: the open text block, one that already stopped, or
+    none after `message_stop` (nothing after it counts); what `after_tools` sends back has each
+    block's text as it came."""
+    frames = wire(
+        message_start(),
+        *text_block(0, "First", " part."),
+        *tool_block(1, "toolu_01A", "get_weather", '{"city": "Paris"}'),
+        delta(0, {"type": "text_delta", "text": " Late."}),
+        *text_block(2, "Then", " more."),
+        message_delta("tool_use", 15),
+        message_stop(),
+        delta(2, {"type": "text_delta", "text": " Ignored."}),
+    )
+    async with model(Reply(frames=frames), tools=[WEATHER_TOOL]) as (server, provider):
+        sequence = await adapters.collect(provider)
+        assert adapters.text_of(sequence) == "First part. Late.Then more."
+        assert sequence[-1] == domain.FunctionCallChunk((PARIS,), usage=usage())
+        server.replies[:] = [answer(text_block(0, "Mild."))]
+        await adapters.collect(provider.after_tools([ToolOutcome(PARIS, "18")]))
+    sent = server.seen[1].body
+    assert isinstance(sent, dict)
+    content = sent["messages"][1]["content"]
+    assert [block.get("text") for block in content] == ["First part. Late.", None, "Then more."]
+
+
 async def test_after_tools_passes_cited_text_back_with_its_citations() -> None:
     citation = {
         "type": "char_location",
